@@ -1,0 +1,24 @@
+// The placelab.graph JSON format (version 1), documented in docs/formats.md.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "graphs/graph.h"
+
+namespace placelab::graphs {
+
+/** Reads a placelab.graph file; throws placelab::Error naming the file and JSON path at fault. */
+Graph read_graph(const std::string& path);
+
+/** Builds a Graph from a parsed placelab.graph document; `origin` names it in errors. */
+Graph graph_from_json(const nlohmann::json& doc, const std::string& origin);
+
+/** The placelab.graph document of `graph`; graph_from_json(graph_to_json(g)) equals g exactly. */
+nlohmann::json graph_to_json(const Graph& graph);
+
+/** Writes `graph` to `path` atomically. */
+void write_graph(const Graph& graph, const std::string& path);
+
+}  // namespace placelab::graphs

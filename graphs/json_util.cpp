@@ -1,0 +1,174 @@
+#include "graphs/json_util.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "graphs/error.h"
+
+namespace placelab::io {
+
+json read_json_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    if (!std::filesystem::exists(path)) throw Error(fmt::format("{}: no such file", path));
+    throw Error(fmt::format("{}: cannot be read (check its permissions)", path));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_json(text.str(), path);
+}
+
+json parse_json(std::string_view text, const std::string& origin) {
+  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
+    throw Error(fmt::format("{}: is empty (expected a JSON document)", origin));
+  try {
+    return json::parse(text);
+  } catch (const json::exception& e) {
+    // Drop nlohmann's "[json.exception...] " prefix; its message names the byte position.
+    std::string what = e.what();
+    if (auto pos = what.find("] "); pos != std::string::npos) what = what.substr(pos + 2);
+    std::string hint = "fix the syntax there; is the file truncated?";
+    if (what.find("overflow") != std::string::npos || what.find("'NaN") != std::string::npos ||
+        what.find("'Inf") != std::string::npos || what.find("'-Inf") != std::string::npos)
+      hint = "numbers must be finite: NaN and Infinity are not valid here";
+    throw Error(fmt::format("{}: invalid JSON ({}); {}", origin, what, hint));
+  }
+}
+
+void write_json_atomic(const std::string& path, const json& doc, int indent) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw Error(fmt::format("{}: cannot be written (does its folder exist?)", path));
+    out << doc.dump(indent) << '\n';
+    out.flush();
+    if (!out) throw Error(fmt::format("{}: write failed (disk full?)", path));
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) throw Error(fmt::format("{}: cannot replace the file ({})", path, ec.message()));
+}
+
+std::string JsonNode::where() const { return path_.empty() ? origin_ : origin_ + ": " + path_; }
+
+void JsonNode::fail(std::string_view message) const { throw Error(fmt::format("{}: {}", where(), message)); }
+
+namespace {
+
+std::string type_name(const json& v) {
+  if (v.is_number()) return "a number";
+  if (v.is_string()) return "a string";
+  if (v.is_boolean()) return "a boolean";
+  if (v.is_array()) return "an array";
+  if (v.is_object()) return "an object";
+  return "null";
+}
+
+}  // namespace
+
+int JsonNode::check_header(std::string_view format, std::initializer_list<int> supported) const {
+  expect_object();
+  std::string versions;
+  for (int v : supported) versions += (versions.empty() ? "" : ", ") + std::to_string(v);
+  if (!has("format"))
+    fail(fmt::format("missing \"format\" (expected \"format\": \"{}\")", format));
+  std::string got = at("format").as_string();
+  if (got != format) fail(fmt::format("format is \"{}\", expected \"{}\"", got, format));
+  if (!has("version")) fail(fmt::format("missing \"version\" (supported: {})", versions));
+  int64_t version = at("version").as_int();
+  for (int v : supported)
+    if (v == version) return v;
+  fail(fmt::format("{} version {} is not supported (supported: {})", format, version, versions));
+}
+
+void JsonNode::check_fields(std::initializer_list<std::string_view> known) const {
+  expect_object();
+  for (auto& [key, _] : value_->items()) {
+    bool ok = false;
+    for (auto k : known) ok = ok || k == key;
+    if (ok) continue;
+    std::string list;
+    for (auto k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+    JsonNode(*value_, origin_, path_).fail(fmt::format("unknown field \"{}\" (known fields: {})", key, list));
+  }
+}
+
+bool JsonNode::has(std::string_view key) const { return value_->is_object() && value_->contains(key); }
+
+JsonNode JsonNode::at(std::string_view key) const {
+  expect_object();
+  std::string child = path_.empty() ? std::string(key) : path_ + "." + std::string(key);
+  auto it = value_->find(key);
+  if (it == value_->end()) fail(fmt::format("missing field \"{}\"", key));
+  return JsonNode(*it, origin_, child);
+}
+
+JsonNode JsonNode::at(size_t index) const {
+  if (!value_->is_array()) fail("expected an array, got " + type_name(*value_));
+  if (index >= value_->size()) fail(fmt::format("index {} is out of range", index));
+  return JsonNode((*value_)[index], origin_, fmt::format("{}[{}]", path_, index));
+}
+
+size_t JsonNode::size() const {
+  if (!value_->is_array()) fail("expected an array, got " + type_name(*value_));
+  return value_->size();
+}
+
+void JsonNode::expect_object() const {
+  if (!value_->is_object()) fail("expected an object, got " + type_name(*value_));
+}
+
+std::string JsonNode::as_string() const {
+  if (!value_->is_string()) fail("expected a string, got " + type_name(*value_));
+  return value_->get<std::string>();
+}
+
+double JsonNode::as_number() const {
+  if (!value_->is_number()) fail("expected a number, got " + type_name(*value_));
+  double v = value_->get<double>();
+  if (!std::isfinite(v)) fail("must be a finite number");
+  return v;
+}
+
+double JsonNode::as_amount() const {
+  double v = as_number();
+  if (v < 0) fail(fmt::format("is {}, must be >= 0", v));
+  return v;
+}
+
+int64_t JsonNode::as_int() const {
+  if (value_->is_number_integer()) return value_->get<int64_t>();
+  if (value_->is_number_float()) {
+    double v = value_->get<double>();
+    if (std::isfinite(v) && v == std::floor(v) && std::abs(v) < 9e15) return static_cast<int64_t>(v);
+  }
+  fail("expected an integer, got " + (value_->is_number() ? fmt::format("{}", value_->get<double>()) : type_name(*value_)));
+}
+
+bool JsonNode::as_bool() const {
+  if (value_->is_boolean()) return value_->get<bool>();
+  if (value_->is_number_integer()) {
+    auto v = value_->get<int64_t>();
+    if (v == 0 || v == 1) return v == 1;
+  }
+  fail("expected true/false (or 0/1), got " + value_->dump());
+}
+
+std::string JsonNode::get_string(std::string_view key, std::string fallback) const {
+  return has(key) ? at(key).as_string() : fallback;
+}
+
+double JsonNode::get_amount(std::string_view key, double fallback) const {
+  return has(key) ? at(key).as_amount() : fallback;
+}
+
+int64_t JsonNode::get_int(std::string_view key, int64_t fallback) const {
+  return has(key) ? at(key).as_int() : fallback;
+}
+
+}  // namespace placelab::io

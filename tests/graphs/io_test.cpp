@@ -1,0 +1,131 @@
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "graphs/error.h"
+#include "graphs/io.h"
+#include "graphs/json_util.h"
+
+using namespace placelab;
+using namespace placelab::graphs;
+
+namespace {
+
+const char* kValid = R"({"format": "placelab.graph", "version": 1, "name": "tiny",
+  "ops": [{"name": "x", "type": "Input", "output_bytes": 4096},
+          {"name": "w", "type": "MatMul", "flops": 2e9, "bytes_read": 8192, "param_bytes": 1048576,
+           "colocation": 3, "layer": 0, "measured_s": {"gpu": 0.0015}},
+          {"name": "g", "type": "MatMulGrad", "phase": "backward", "colocation": 3, "pinned_kind": "cpu"}],
+  "edges": [{"src": 0, "dst": 1, "bytes": 4096}, {"src": "w", "dst": "g", "bytes": 0.5, "comm_s": 0.25}]})";
+
+std::string error_of(const std::string& text) {
+  try {
+    graph_from_json(io::parse_json(text, "in.json"), "in.json");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string replace(std::string s, const std::string& from, const std::string& to) {
+  auto pos = s.find(from);
+  REQUIRE(pos != std::string::npos);
+  return s.replace(pos, from.size(), to);
+}
+
+}  // namespace
+
+TEST_CASE("graphs::io: placelab.graph round trip is exact", "[graphs][io]") {
+  Graph g = graph_from_json(io::parse_json(kValid, "in.json"), "in.json");
+  REQUIRE(g.num_ops() == 3);
+  CHECK(g.phase(2) == Phase::backward);
+  CHECK(g.colocation(1) == 3);
+  CHECK(g.pinned_kind(2) == "cpu");
+  CHECK(g.edge_comm_s(1) == 0.25);
+  CHECK(std::isnan(g.edge_comm_s(0)));
+
+  auto doc = graph_to_json(g);
+  Graph again = graph_from_json(doc, "again");
+  CHECK(graph_to_json(again) == doc);
+
+  // Through a file, with values that need all 17 digits.
+  GraphBuilder b("digits");
+  b.add_op({.name = "a", .type = "T", .flops = 0.1 + 0.2, .output_bytes = 1.0 / 3.0});
+  b.add_op({.name = "b", .type = "T", .flops = 6.02214076e23});
+  b.add_edge(0, 1, 2.0 / 7.0);
+  Graph d = std::move(b).build();
+  auto path = (std::filesystem::temp_directory_path() / "placelab_io_test.json").string();
+  write_graph(d, path);
+  Graph back = read_graph(path);
+  std::filesystem::remove(path);
+  CHECK(back.flops(0) == 0.1 + 0.2);
+  CHECK(back.output_bytes(0) == 1.0 / 3.0);
+  CHECK(back.flops(1) == 6.02214076e23);
+  CHECK(back.edge_bytes(0) == 2.0 / 7.0);
+  CHECK(graph_to_json(back) == graph_to_json(d));
+}
+
+TEST_CASE("graphs::io: bad graph files give one-line errors naming the place", "[graphs][io]") {
+  std::string v = kValid;
+  SECTION("cycle") {
+    CHECK_THAT(error_of(replace(v, R"({"src": 0, "dst": 1, "bytes": 4096})",
+                                R"({"src": 0, "dst": 1}, {"src": 2, "dst": 0})")),
+               Catch::Contains("in.json: graph \"tiny\": has a cycle"));
+  }
+  SECTION("dangling edge") {
+    CHECK_THAT(error_of(replace(v, R"("dst": 1, "bytes": 4096)", R"("dst": 9)")),
+               Catch::Contains("in.json: edges[0].dst: op index 9 does not exist"));
+    CHECK_THAT(error_of(replace(v, R"("dst": "g")", R"("dst": "nope")")),
+               Catch::Contains("edges[1].dst: no op is named \"nope\""));
+  }
+  SECTION("duplicate name") {
+    CHECK_THAT(error_of(replace(v, R"("name": "g")", R"("name": "x")")),
+               Catch::Contains("in.json: ops[2].name: duplicate op name \"x\""));
+  }
+  SECTION("negative, NaN and infinite numbers") {
+    CHECK_THAT(error_of(replace(v, "2e9", "-2e9")), Catch::Contains("ops[1].flops: is -2000000000, must be >= 0"));
+    CHECK_THAT(error_of(replace(v, "2e9", "NaN")), Catch::Contains("in.json: invalid JSON"));
+    CHECK_THAT(error_of(replace(v, "2e9", "1e999")), Catch::Contains("in.json: invalid JSON"));
+    CHECK_THAT(error_of(replace(v, "0.0015", "-1")), Catch::Contains("ops[1].measured_s.gpu: is -1"));
+  }
+  SECTION("unknown field") {
+    CHECK_THAT(error_of(replace(v, R"("flops": 2e9)", R"("flop": 2e9)")),
+               Catch::Contains("ops[1]: unknown field \"flop\" (known fields: name, type"));
+    CHECK_THAT(error_of(replace(v, R"("name": "tiny")", R"("name": "tiny", "extra": 1)")),
+               Catch::Contains("in.json: unknown field \"extra\""));
+  }
+  SECTION("missing field") {
+    CHECK_THAT(error_of(replace(v, R"("name": "tiny",)", "")), Catch::Contains("in.json: missing field \"name\""));
+    CHECK_THAT(error_of(replace(v, R"("name": "x", )", "")), Catch::Contains("ops[0]: missing field \"name\""));
+  }
+  SECTION("wrong types") {
+    CHECK_THAT(error_of(replace(v, "2e9", "\"lots\"")), Catch::Contains("ops[1].flops: expected a number, got a string"));
+    CHECK_THAT(error_of(replace(v, R"("colocation": 3, "layer")", R"("colocation": 3.5, "layer")")),
+               Catch::Contains("ops[1].colocation: expected an integer, got 3.5"));
+    CHECK_THAT(error_of(replace(v, R"("phase": "backward")", R"("phase": "sideways")")),
+               Catch::Contains("ops[2].phase: unknown phase \"sideways\""));
+  }
+  SECTION("wrong format or version") {
+    CHECK_THAT(error_of(replace(v, "placelab.graph", "placelab.cluster")),
+               Catch::Contains("format is \"placelab.cluster\", expected \"placelab.graph\""));
+    CHECK_THAT(error_of(replace(v, R"("version": 1)", R"("version": 7)")),
+               Catch::Contains("placelab.graph version 7 is not supported (supported: 1)"));
+    CHECK_THAT(error_of("[1, 2]"), Catch::Contains("in.json: expected an object, got an array"));
+  }
+  SECTION("truncated or empty") {
+    CHECK_THAT(error_of(v.substr(0, v.size() / 2)), Catch::Contains("invalid JSON") && Catch::Contains("truncated"));
+    CHECK_THAT(error_of("  \n"), Catch::Contains("in.json: is empty"));
+  }
+  SECTION("empty graph") {
+    CHECK_THAT(error_of(R"({"format": "placelab.graph", "version": 1, "name": "e", "ops": []})"),
+               Catch::Contains("in.json: graph \"e\": has no ops"));
+  }
+  SECTION("file that does not exist") {
+    CHECK_THROWS_WITH(read_graph("/nonexistent/g.json"), Catch::Contains("/nonexistent/g.json: no such file"));
+  }
+  SECTION("every message is one line") {
+    CHECK(error_of(v.substr(0, 40)).find('\n') == std::string::npos);
+  }
+}
