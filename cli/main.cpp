@@ -1,1 +1,28 @@
-int main() { return 0; }
+// The placelab command line: one subcommand per verb (see docs/cli.md). Errors in the input end the
+// program with one line on stderr and exit code 1; usage errors exit with CLI11's code.
+#include <cstdio>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "cli/common.h"
+#include "graphs/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"placelab: device placement of neural-network dataflow graphs"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "placelab 0.1.0");
+  placelab::cli::add_graph_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const placelab::Error& e) {
+    fmt::print(stderr, "placelab: error: {}\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr, "placelab: error: out of memory (try a smaller graph or fewer parallel runs)\n");
+    return 1;
+  }
+  return 0;
+}

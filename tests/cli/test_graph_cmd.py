@@ -1,0 +1,112 @@
+"""The `placelab graph` verb: output for people and scripts, files, and bad input."""
+import json
+import os
+import subprocess
+
+import pytest
+
+BIN = os.environ.get("PLACELAB_BIN", "build/dev/cli/placelab")
+
+
+def placelab(*args, check=True):
+    proc = subprocess.run([BIN, *args], capture_output=True, text=True, timeout=120)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"placelab {' '.join(args)} failed ({proc.returncode}): {proc.stderr}")
+    return proc
+
+
+def graph_json(*args):
+    return json.loads(placelab("graph", *args, "--json").stdout)
+
+
+def test_json_has_the_documented_keys():
+    stats = graph_json("--model", "resnet50")
+    for key in ("ops", "edges", "flops", "param_bytes", "output_bytes", "depth"):
+        assert key in stats
+    assert stats["ops"] > 100 and stats["edges"] >= stats["ops"] - 1
+    # ResNet-50: 25.6M parameters of 4 bytes
+    assert abs(stats["param_bytes"] / 4 - 25.6e6) / 25.6e6 < 0.03
+
+
+def test_stats_are_printed_for_people():
+    out = placelab("graph", "--model", "inception_v3", "--stats").stdout
+    assert "ops" in out and "FLOPs" in out and "parameters" in out
+
+
+def test_model_parameters_and_training_expansion():
+    two = graph_json("--model", "rnnlm", "--layers", "2")
+    four = graph_json("--model", "rnnlm", "--layers", "4")
+    assert four["ops"] > two["ops"]
+    training = graph_json("--model", "rnnlm", "--layers", "2", "--training")
+    assert training["backward_ops"] == two["ops"]
+    assert training["forward_ops"] == two["ops"]
+    assert training["update_ops"] > 0
+
+
+def test_write_then_read_gives_the_same_graph(tmp_path):
+    out = tmp_path / "g.json"
+    placelab("graph", "--model", "bert", "--layers", "2", "--out", str(out))
+    doc = json.loads(out.read_text())
+    assert doc["format"] == "placelab.graph" and doc["version"] == 1
+    assert graph_json("--file", str(out)) == graph_json("--model", "bert", "--layers", "2")
+    again = tmp_path / "again.json"
+    placelab("graph", "--file", str(out), "--out", str(again))
+    assert again.read_text() == out.read_text()
+
+
+def test_list_names_every_model():
+    out = placelab("graph", "--list").stdout
+    for model in ("inception_v3", "resnet50", "bert", "gnmt", "rnnlm", "random_dag"):
+        assert model in out
+
+
+def write(tmp_path, text):
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    return str(path)
+
+
+GOOD = {"format": "placelab.graph", "version": 1, "name": "g",
+        "ops": [{"name": "a", "flops": 1}, {"name": "b"}], "edges": [{"src": 0, "dst": 1}]}
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda d: d["edges"].append({"src": 1, "dst": 0}), "has a cycle"),
+    (lambda d: d["edges"].append({"src": 0, "dst": 5}), "edges[1].dst: op index 5 does not exist"),
+    (lambda d: d["ops"].append({"name": "a"}), "ops[2].name: duplicate op name \"a\""),
+    (lambda d: d["ops"][0].update(flops=-1), "ops[0].flops: is -1, must be >= 0"),
+    (lambda d: d["ops"][0].update(flopz=1), "ops[0]: unknown field \"flopz\""),
+    (lambda d: d.pop("name"), "missing field \"name\""),
+    (lambda d: d.update(format="other"), "format is \"other\""),
+    (lambda d: d.update(version=2), "version 2 is not supported (supported: 1)"),
+    (lambda d: d.update(ops=[]), "has no ops"),
+])
+def test_bad_graph_files_fail_with_one_line(tmp_path, mutate, message):
+    doc = json.loads(json.dumps(GOOD))
+    mutate(doc)
+    proc = placelab("graph", "--file", write(tmp_path, json.dumps(doc)), check=False)
+    assert proc.returncode == 1
+    assert message in proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("placelab: error: ")
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"format": "placelab.graph", "version": 1, "ops": [{"name": "a", "flops": NaN}]}', "NaN and Infinity"),
+    ('{"format": "placelab.graph", "vers', "truncated"),
+    ("", "is empty"),
+])
+def test_unparseable_files(tmp_path, text, message):
+    proc = placelab("graph", "--file", write(tmp_path, text), check=False)
+    assert proc.returncode == 1 and message in proc.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--file", "/no/such/graph.json"], "/no/such/graph.json: no such file"),
+    (["--model", "alexnet"], "unknown model \"alexnet\""),
+    (["--model", "resnet50", "--layers", "3"], "layers"),
+    (["--model", "rnnlm", "--layers", "-2"], "layers"),
+    ([], "give exactly one of --model NAME or --file F"),
+])
+def test_bad_arguments(args, message):
+    proc = placelab("graph", *args, check=False)
+    assert proc.returncode != 0 and message in proc.stderr
