@@ -68,6 +68,7 @@ Graph graph_from_json(const json& doc, const std::string& origin) {
   GraphBuilder builder(root.at("name").as_string());
   io::JsonNode ops = root.at("ops");
   const size_t n = ops.size();
+  if (n == 0) ops.fail("has no ops (a graph needs at least one op)");
   std::unordered_map<std::string, OpId> ids;
   for (size_t i = 0; i < n; ++i) {
     io::JsonNode node = ops.at(i);

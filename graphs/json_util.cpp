@@ -1,5 +1,6 @@
 #include "graphs/json_util.h"
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -23,19 +24,36 @@ json read_json_file(const std::string& path) {
   return parse_json(text.str(), path);
 }
 
+namespace {
+
+// Whether a parse error stopped on a NaN or Infinity literal, which other tools happily write.
+bool starts_non_finite(std::string_view text, const json::exception& e) {
+  const auto* parse_error = dynamic_cast<const json::parse_error*>(&e);
+  if (parse_error == nullptr || parse_error->byte == 0 || parse_error->byte > text.size()) return false;
+  size_t start = parse_error->byte - 1;
+  while (start > 0 && (std::isalpha(static_cast<unsigned char>(text[start - 1])) || text[start - 1] == '-')) --start;
+  size_t end = start;
+  while (end < text.size() && (std::isalpha(static_cast<unsigned char>(text[end])) || text[end] == '-')) ++end;
+  std::string token(text.substr(start, end - start));
+  if (!token.empty() && token[0] == '-') token.erase(0, 1);
+  for (auto& c : token) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return token == "nan" || token == "inf" || token == "infinity";
+}
+
+}  // namespace
+
 json parse_json(std::string_view text, const std::string& origin) {
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
     throw Error(fmt::format("{}: is empty (expected a JSON document)", origin));
   try {
     return json::parse(text);
   } catch (const json::exception& e) {
-    // Drop nlohmann's "[json.exception...] " prefix; its message names the byte position.
+    // Drop nlohmann's "[json.exception...] " prefix; its message names the line and column.
     std::string what = e.what();
     if (auto pos = what.find("] "); pos != std::string::npos) what = what.substr(pos + 2);
     std::string hint = "fix the syntax there; is the file truncated?";
-    if (what.find("overflow") != std::string::npos || what.find("'NaN") != std::string::npos ||
-        what.find("'Inf") != std::string::npos || what.find("'-Inf") != std::string::npos)
-      hint = "numbers must be finite: NaN and Infinity are not valid here";
+    if (what.find("overflow") != std::string::npos || starts_non_finite(text, e))
+      hint = "numbers must be finite: NaN and Infinity are not valid JSON";
     throw Error(fmt::format("{}: invalid JSON ({}); {}", origin, what, hint));
   }
 }

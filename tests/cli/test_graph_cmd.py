@@ -79,7 +79,8 @@ GOOD = {"format": "placelab.graph", "version": 1, "name": "g",
     (lambda d: d.pop("name"), "missing field \"name\""),
     (lambda d: d.update(format="other"), "format is \"other\""),
     (lambda d: d.update(version=2), "version 2 is not supported (supported: 1)"),
-    (lambda d: d.update(ops=[]), "has no ops"),
+    (lambda d: d.update(ops=[], edges=[]), "has no ops"),
+    (lambda d: d.update(ops=[]), "ops: has no ops"),
 ])
 def test_bad_graph_files_fail_with_one_line(tmp_path, mutate, message):
     doc = json.loads(json.dumps(GOOD))

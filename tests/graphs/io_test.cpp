@@ -86,7 +86,8 @@ TEST_CASE("graphs::io: bad graph files give one-line errors naming the place", "
   }
   SECTION("negative, NaN and infinite numbers") {
     CHECK_THAT(error_of(replace(v, "2e9", "-2e9")), Catch::Contains("ops[1].flops: is -2000000000, must be >= 0"));
-    CHECK_THAT(error_of(replace(v, "2e9", "NaN")), Catch::Contains("in.json: invalid JSON"));
+    CHECK_THAT(error_of(replace(v, "2e9", "NaN")), Catch::Contains("in.json: invalid JSON") && Catch::Contains("NaN and Infinity are not valid JSON"));
+    CHECK_THAT(error_of(replace(v, "2e9", "-Infinity")), Catch::Contains("NaN and Infinity are not valid JSON"));
     CHECK_THAT(error_of(replace(v, "2e9", "1e999")), Catch::Contains("in.json: invalid JSON"));
     CHECK_THAT(error_of(replace(v, "0.0015", "-1")), Catch::Contains("ops[1].measured_s.gpu: is -1"));
   }
@@ -120,7 +121,7 @@ TEST_CASE("graphs::io: bad graph files give one-line errors naming the place", "
   }
   SECTION("empty graph") {
     CHECK_THAT(error_of(R"({"format": "placelab.graph", "version": 1, "name": "e", "ops": []})"),
-               Catch::Contains("in.json: graph \"e\": has no ops"));
+               Catch::Contains("in.json: ops: has no ops"));
   }
   SECTION("file that does not exist") {
     CHECK_THROWS_WITH(read_graph("/nonexistent/g.json"), Catch::Contains("/nonexistent/g.json: no such file"));
