@@ -9,7 +9,7 @@ deps:
 
 build: deps
 	cmake --preset release
-	cmake --build --preset release -j $(JOBS)
+	cmake --build --preset release -j $(JOBS) --target placelab
 
 run: build
 	./build/release/cli/placelab graph --model inception_v3 --stats
