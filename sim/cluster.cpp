@@ -1,0 +1,334 @@
+// Cluster validation, route computation and the placelab.cluster JSON format.
+#include "sim/cluster.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <queue>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "graphs/error.h"
+#include "graphs/json_util.h"
+
+namespace placelab::sim {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+void check_amount(double v, std::string_view what, const std::string& where) {
+  if (!std::isfinite(v) || v < 0) throw Error(fmt::format("{}: {} is {}, must be finite and >= 0", where, what, v));
+}
+
+void check_positive(double v, std::string_view what, const std::string& where) {
+  if (!std::isfinite(v) || v <= 0) throw Error(fmt::format("{}: {} is {}, must be finite and > 0", where, what, v));
+}
+
+void validate_device(const Device& d, size_t i) {
+  std::string where = fmt::format("cluster device {} (\"{}\")", i, d.name);
+  if (d.name.empty()) throw Error(fmt::format("cluster device {}: empty name; give every device a unique name", i));
+  if (d.kind.empty()) throw Error(where + ": empty kind; say what it is (\"v100\", \"cpu\", ...)");
+  check_positive(d.peak_flops_per_s, "peak_flops_per_s", where);
+  check_positive(d.memory_bandwidth_bytes_per_s, "memory_bandwidth_bytes_per_s", where);
+  check_amount(d.memory_bytes, "memory_bytes", where);
+  check_amount(d.launch_overhead_s, "launch_overhead_s", where);
+  check_amount(d.gap_after_op_s, "gap_after_op_s", where);
+  if (!(d.efficiency > 0 && d.efficiency <= 1))
+    throw Error(fmt::format("{}: efficiency is {}, must be in (0, 1]", where, d.efficiency));
+}
+
+void validate_link(const Link& l, size_t i) {
+  std::string where = fmt::format("cluster link {} (\"{}\")", i, l.name);
+  if (l.name.empty()) throw Error(fmt::format("cluster link {}: empty name; give every link a unique name", i));
+  check_positive(l.bandwidth_bytes_per_s, "bandwidth_bytes_per_s", where);
+  check_amount(l.latency_s, "latency_s", where);
+  check_amount(l.busy_after_s, "busy_after_s", where);
+  if (l.end_a.empty() != l.end_b.empty())
+    throw Error(where + ": give both ends or neither (a link without ends is a bus usable only in explicit routes)");
+  if (!l.end_a.empty() && l.end_a == l.end_b) throw Error(where + ": both ends are \"" + l.end_a + "\"");
+}
+
+}  // namespace
+
+Cluster::Cluster(ClusterSpec spec) : spec_(std::move(spec)) {
+  const size_t n = spec_.devices.size();
+  if (n == 0) throw Error(fmt::format("cluster \"{}\": no devices; list at least one", spec_.name));
+  std::unordered_map<std::string, int32_t> device_index, link_index;
+  for (size_t i = 0; i < n; ++i) {
+    validate_device(spec_.devices[i], i);
+    if (!device_index.emplace(spec_.devices[i].name, static_cast<int32_t>(i)).second)
+      throw Error(fmt::format("cluster device {}: name \"{}\" is used twice", i, spec_.devices[i].name));
+  }
+  for (size_t i = 0; i < spec_.links.size(); ++i) {
+    validate_link(spec_.links[i], i);
+    if (!link_index.emplace(spec_.links[i].name, static_cast<int32_t>(i)).second)
+      throw Error(fmt::format("cluster link {}: name \"{}\" is used twice", i, spec_.links[i].name));
+    if (device_index.count(spec_.links[i].name))
+      throw Error(fmt::format("cluster link {}: name \"{}\" is also a device name", i, spec_.links[i].name));
+  }
+
+  // Channel of link l walked from node `from`; the node reached (unchanged for a bus).
+  auto walk = [&](int32_t l, const std::string& from, std::string& to) -> int32_t {
+    const Link& link = spec_.links[l];
+    if (link.end_a.empty()) {
+      to = from;
+      return 2 * l;
+    }
+    int32_t dir = 0;
+    if (from == link.end_a) to = link.end_b;
+    else if (from == link.end_b) to = link.end_a, dir = 1;
+    else return -1;
+    return 2 * l + (link.duplex == Duplex::full ? dir : 0);
+  };
+
+  std::vector<std::vector<int32_t>> routes(n * n);
+  std::vector<bool> given(n * n, false);
+  for (size_t r = 0; r < spec_.routes.size(); ++r) {
+    const RouteSpec& rs = spec_.routes[r];
+    std::string where = fmt::format("cluster route {} ({} -> {})", r, rs.src, rs.dst);
+    auto s = device_index.find(rs.src), t = device_index.find(rs.dst);
+    if (s == device_index.end() || t == device_index.end())
+      throw Error(where + ": src and dst must be device names");
+    if (s->second == t->second) throw Error(where + ": src equals dst; a device needs no route to itself");
+    if (rs.links.empty()) throw Error(where + ": no links; list the links the route crosses");
+    size_t p = static_cast<size_t>(s->second) * n + t->second;
+    if (given[p]) throw Error(where + ": a second route for this pair; give one route per ordered pair");
+    given[p] = true;
+    std::string at = rs.src, next;
+    bool all_ends = true;
+    for (const auto& name : rs.links) {
+      auto li = link_index.find(name);
+      if (li == link_index.end()) throw Error(where + ": unknown link \"" + name + "\"");
+      all_ends = all_ends && !spec_.links[li->second].end_a.empty();
+      int32_t ch = walk(li->second, at, next);
+      if (ch < 0) throw Error(where + ": link \"" + name + "\" does not touch \"" + at + "\"; list the links in order");
+      routes[p].push_back(ch);
+      at = next;
+    }
+    if (all_ends && at != rs.dst)
+      throw Error(where + ": the links end at \"" + at + "\", not at \"" + rs.dst + "\"");
+  }
+
+  // Shortest paths (hops, then latency) over links with ends; devices are never inner nodes.
+  std::map<std::string, int32_t> node_of;
+  for (size_t i = 0; i < n; ++i) node_of[spec_.devices[i].name] = static_cast<int32_t>(i);
+  std::vector<std::vector<int32_t>> adjacent_links;  // per node
+  auto node = [&](const std::string& name) {
+    auto [it, fresh] = node_of.emplace(name, static_cast<int32_t>(node_of.size()));
+    return it->second;
+  };
+  std::vector<std::string> node_names(n);
+  for (size_t i = 0; i < n; ++i) node_names[i] = spec_.devices[i].name;
+  for (const Link& l : spec_.links) {
+    if (l.end_a.empty()) continue;
+    for (const auto* e : {&l.end_a, &l.end_b})
+      if (node(*e) >= static_cast<int32_t>(node_names.size())) node_names.push_back(*e);
+  }
+  adjacent_links.resize(node_names.size());
+  for (size_t l = 0; l < spec_.links.size(); ++l) {
+    if (spec_.links[l].end_a.empty()) continue;
+    adjacent_links[node_of[spec_.links[l].end_a]].push_back(static_cast<int32_t>(l));
+    adjacent_links[node_of[spec_.links[l].end_b]].push_back(static_cast<int32_t>(l));
+  }
+  const size_t nodes = node_names.size();
+  for (size_t s = 0; s < n; ++s) {
+    std::vector<std::pair<int32_t, double>> cost(nodes, {std::numeric_limits<int32_t>::max(), kInf});
+    std::vector<int32_t> via(nodes, -1);  // link used to reach the node
+    std::vector<bool> done(nodes, false);
+    cost[s] = {0, 0.0};
+    for (;;) {  // Dijkstra with a linear scan: clusters have tens of nodes; ties go to the lower index
+      int32_t u = -1;
+      for (size_t v = 0; v < nodes; ++v)
+        if (!done[v] && cost[v].second < kInf && (u < 0 || cost[v] < cost[u])) u = static_cast<int32_t>(v);
+      if (u < 0) break;
+      done[u] = true;
+      if (u != static_cast<int32_t>(s) && static_cast<size_t>(u) < n) continue;  // devices do not forward
+      for (int32_t l : adjacent_links[u]) {
+        const Link& link = spec_.links[l];
+        int32_t v = node_of[link.end_a == node_names[u] ? link.end_b : link.end_a];
+        std::pair<int32_t, double> c{cost[u].first + 1, cost[u].second + link.latency_s};
+        if (c < cost[v]) cost[v] = c, via[v] = l;
+      }
+    }
+    for (size_t t = 0; t < n; ++t) {
+      size_t p = s * n + t;
+      if (s == t || given[p]) continue;
+      if (via[t] < 0)
+        throw Error(fmt::format("cluster \"{}\": device \"{}\" cannot reach \"{}\"; add a link or a route",
+                                spec_.name, spec_.devices[s].name, spec_.devices[t].name));
+      std::vector<int32_t> path;
+      for (int32_t v = static_cast<int32_t>(t); v != static_cast<int32_t>(s);) {
+        const Link& link = spec_.links[via[v]];
+        int32_t u = node_of[link.end_a == node_names[v] ? link.end_b : link.end_a];
+        path.push_back(via[v]);
+        v = u;
+      }
+      std::reverse(path.begin(), path.end());
+      std::string at = spec_.devices[s].name, next;
+      for (int32_t l : path) {
+        routes[p].push_back(walk(l, at, next));
+        at = next;
+      }
+    }
+  }
+  route_offset_.assign(n * n + 1, 0);
+  for (size_t p = 0; p < n * n; ++p) {
+    route_offset_[p + 1] = route_offset_[p] + static_cast<int32_t>(routes[p].size());
+    route_channels_.insert(route_channels_.end(), routes[p].begin(), routes[p].end());
+  }
+}
+
+double Cluster::route_latency_s(int32_t src, int32_t dst) const {
+  double s = 0;
+  for (int32_t ch : route(src, dst)) s += spec_.links[channel_link(ch)].latency_s;
+  return s;
+}
+
+double Cluster::route_bandwidth_bytes_per_s(int32_t src, int32_t dst) const {
+  double b = kInf;
+  for (int32_t ch : route(src, dst)) b = std::min(b, spec_.links[channel_link(ch)].bandwidth_bytes_per_s);
+  return b;
+}
+
+double Cluster::transfer_time_s(int32_t src, int32_t dst, double bytes) const {
+  if (src == dst) return 0;
+  return route_latency_s(src, dst) + bytes / route_bandwidth_bytes_per_s(src, dst);
+}
+
+int32_t Cluster::find_device(std::string_view name) const {
+  for (int32_t d = 0; d < num_devices(); ++d)
+    if (spec_.devices[d].name == name) return d;
+  return -1;
+}
+
+std::vector<std::string> Cluster::kinds() const {
+  std::vector<std::string> out;
+  for (const Device& d : spec_.devices)
+    if (std::find(out.begin(), out.end(), d.kind) == out.end()) out.push_back(d.kind);
+  return out;
+}
+
+std::string_view duplex_name(Duplex duplex) { return duplex == Duplex::full ? "full" : "half"; }
+
+std::string_view transfer_mode_name(TransferMode mode) {
+  return mode == TransferMode::per_destination ? "per_destination" : "broadcast";
+}
+
+// --- placelab.cluster v1 ---
+
+Cluster cluster_from_json(const nlohmann::json& doc, const std::string& origin) {
+  io::JsonNode root(doc, origin);
+  root.check_header("placelab.cluster", {1});
+  root.check_fields({"format", "version", "name", "transfer_mode", "devices", "links", "routes"});
+  ClusterSpec spec;
+  spec.name = root.get_string("name", "");
+  if (root.has("transfer_mode")) {
+    io::JsonNode m = root.at("transfer_mode");
+    std::string s = m.as_string();
+    if (s == "per_destination") spec.transfer_mode = TransferMode::per_destination;
+    else if (s == "broadcast") spec.transfer_mode = TransferMode::broadcast;
+    else m.fail("is \"" + s + "\", expected \"per_destination\" or \"broadcast\"");
+  }
+  io::JsonNode devices = root.at("devices");
+  if (devices.size() == 0) devices.fail("is empty; list at least one device");
+  for (size_t i = 0; i < devices.size(); ++i) {
+    io::JsonNode d = devices.at(i);
+    d.check_fields({"name", "kind", "peak_flops_per_s", "memory_bandwidth_bytes_per_s", "memory_bytes",
+                    "launch_overhead_s", "gap_after_op_s", "efficiency"});
+    Device dev{.name = d.at("name").as_string(),
+               .kind = d.at("kind").as_string(),
+               .peak_flops_per_s = d.at("peak_flops_per_s").as_amount(),
+               .memory_bandwidth_bytes_per_s = d.at("memory_bandwidth_bytes_per_s").as_amount(),
+               .memory_bytes = d.at("memory_bytes").as_amount(),
+               .launch_overhead_s = d.get_amount("launch_overhead_s", 0),
+               .gap_after_op_s = d.get_amount("gap_after_op_s", 0),
+               .efficiency = d.get_amount("efficiency", 1)};
+    if (dev.peak_flops_per_s <= 0) d.at("peak_flops_per_s").fail("must be > 0");
+    if (dev.memory_bandwidth_bytes_per_s <= 0) d.at("memory_bandwidth_bytes_per_s").fail("must be > 0");
+    if (!(dev.efficiency > 0 && dev.efficiency <= 1)) d.at("efficiency").fail("must be in (0, 1]");
+    spec.devices.push_back(std::move(dev));
+  }
+  if (root.has("links")) {
+    io::JsonNode links = root.at("links");
+    for (size_t i = 0; i < links.size(); ++i) {
+      io::JsonNode l = links.at(i);
+      l.check_fields({"name", "ends", "bandwidth_bytes_per_s", "latency_s", "duplex", "busy_after_s"});
+      Link link{.name = l.at("name").as_string(),
+                .bandwidth_bytes_per_s = l.at("bandwidth_bytes_per_s").as_amount(),
+                .latency_s = l.get_amount("latency_s", 0),
+                .busy_after_s = l.get_amount("busy_after_s", 0)};
+      if (link.bandwidth_bytes_per_s <= 0) l.at("bandwidth_bytes_per_s").fail("must be > 0 (a link that moves nothing cannot carry a route)");
+      if (l.has("ends")) {
+        io::JsonNode ends = l.at("ends");
+        if (ends.size() != 2) ends.fail("must list exactly two node names");
+        link.end_a = ends.at(0).as_string();
+        link.end_b = ends.at(1).as_string();
+      }
+      std::string duplex = l.get_string("duplex", "full");
+      if (duplex == "half") link.duplex = Duplex::half;
+      else if (duplex != "full") l.at("duplex").fail("is \"" + duplex + "\", expected \"full\" or \"half\"");
+      spec.links.push_back(std::move(link));
+    }
+  }
+  if (root.has("routes")) {
+    io::JsonNode routes = root.at("routes");
+    for (size_t i = 0; i < routes.size(); ++i) {
+      io::JsonNode r = routes.at(i);
+      r.check_fields({"src", "dst", "links"});
+      RouteSpec rs{.src = r.at("src").as_string(), .dst = r.at("dst").as_string()};
+      io::JsonNode names = r.at("links");
+      for (size_t k = 0; k < names.size(); ++k) rs.links.push_back(names.at(k).as_string());
+      spec.routes.push_back(std::move(rs));
+    }
+  }
+  if (spec.name.empty()) spec.name = origin;
+  try {
+    return Cluster(std::move(spec));
+  } catch (const Error& e) {
+    throw Error(origin + ": " + e.what());
+  }
+}
+
+Cluster read_cluster(const std::string& path) { return cluster_from_json(io::read_json_file(path), path); }
+
+nlohmann::json cluster_to_json(const Cluster& cluster) {
+  const ClusterSpec& s = cluster.spec();
+  nlohmann::json devices = nlohmann::json::array(), links = nlohmann::json::array(),
+                 routes = nlohmann::json::array();
+  for (const Device& d : s.devices)
+    devices.push_back({{"name", d.name},
+                       {"kind", d.kind},
+                       {"peak_flops_per_s", d.peak_flops_per_s},
+                       {"memory_bandwidth_bytes_per_s", d.memory_bandwidth_bytes_per_s},
+                       {"memory_bytes", d.memory_bytes},
+                       {"launch_overhead_s", d.launch_overhead_s},
+                       {"gap_after_op_s", d.gap_after_op_s},
+                       {"efficiency", d.efficiency}});
+  for (const Link& l : s.links) {
+    nlohmann::json j = {{"name", l.name},
+                        {"bandwidth_bytes_per_s", l.bandwidth_bytes_per_s},
+                        {"latency_s", l.latency_s},
+                        {"duplex", duplex_name(l.duplex)},
+                        {"busy_after_s", l.busy_after_s}};
+    if (!l.end_a.empty()) j["ends"] = {l.end_a, l.end_b};
+    links.push_back(std::move(j));
+  }
+  for (const RouteSpec& r : s.routes) routes.push_back({{"src", r.src}, {"dst", r.dst}, {"links", r.links}});
+  nlohmann::json doc = {{"format", "placelab.cluster"},
+                        {"version", 1},
+                        {"name", s.name},
+                        {"transfer_mode", transfer_mode_name(s.transfer_mode)},
+                        {"devices", devices},
+                        {"links", links}};
+  if (!routes.empty()) doc["routes"] = routes;
+  return doc;
+}
+
+void write_cluster(const Cluster& cluster, const std::string& path) {
+  io::write_json_atomic(path, cluster_to_json(cluster));
+}
+
+}  // namespace placelab::sim

@@ -1,0 +1,132 @@
+// The machine model: devices that run ops, links that move tensors, and a route (a list of directed
+// link channels) for every ordered device pair. Read from the placelab.cluster JSON format (version 1)
+// or built by a preset (presets.h). Says what exists; how long things take is the cost model's job and
+// when they happen is the engine's. Semantics and format: docs/simulator.md.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace placelab::sim {
+
+/** One processor that runs one op at a time. */
+struct Device {
+  std::string name;                          // unique, e.g. "gpu0"
+  std::string kind;                          // "v100", "cpu", "accelerator": matches graph pins and measured kinds
+  double peak_flops_per_s = 0;               // datasheet peak for the precision the graphs count
+  double memory_bandwidth_bytes_per_s = 0;   // datasheet memory bandwidth
+  double memory_bytes = 0;                   // capacity; exceeding it is reported, not prevented
+  double launch_overhead_s = 0;              // added to every op's time (kernel launch, dispatch)
+  double gap_after_op_s = 0;                 // device idle after each op; the op's output is ready at its end
+  double efficiency = 1;                     // fraction of peak FLOP/s and bandwidth a large op reaches, in (0, 1]
+};
+
+/** Full duplex: each direction is an independent channel; half: both directions share one. */
+enum class Duplex : uint8_t { full, half };
+
+/** How a tensor reaches several remote devices. */
+enum class TransferMode : uint8_t {
+  per_destination,  // one transfer per destination device, along that pair's route (the default)
+  broadcast,        // one transfer to all remote destinations at once, over the union of their routes (Placeto)
+};
+
+/** A communication resource: a cable, a bus, a switch port, a host bridge. */
+struct Link {
+  std::string name;                 // unique among links
+  std::string end_a, end_b;         // the nodes it joins (device names or switch names); both empty for a bus
+  double bandwidth_bytes_per_s = 0; // per direction for full duplex
+  double latency_s = 0;             // added once per transfer that crosses it
+  Duplex duplex = Duplex::full;
+  double busy_after_s = 0;          // the channel stays busy this long after each transfer (Placeto's 25 us)
+};
+
+/** A route as written in files: link names from `src` to `dst`. */
+struct RouteSpec {
+  std::string src, dst;
+  std::vector<std::string> links;
+};
+
+/** Everything needed to build a Cluster; Cluster validates it. */
+struct ClusterSpec {
+  std::string name;
+  std::vector<Device> devices;
+  std::vector<Link> links;
+  std::vector<RouteSpec> routes;  // explicit routes; other pairs get the shortest path through switches
+  TransferMode transfer_mode = TransferMode::per_destination;
+};
+
+/**
+ * A validated cluster with a route for every ordered pair of distinct devices. A route is a list of
+ * channels: channel 2*l is link l in the a->b direction (or both directions of a half-duplex link or
+ * bus), 2*l+1 the b->a direction of a full-duplex link.
+ */
+class Cluster {
+ public:
+  Cluster() = default;
+  /**
+   * Validates and builds. Throws placelab::Error naming the device, link or route at fault: no
+   * devices, duplicate names, non-positive bandwidth or peak, negative amounts, efficiency outside
+   * (0, 1], a route that does not join its ends, unreachable pairs. Missing routes are the path with
+   * the fewest hops (then least latency) whose inner nodes are switches, never other devices.
+   */
+  explicit Cluster(ClusterSpec spec);
+
+  const std::string& name() const { return spec_.name; }
+  int32_t num_devices() const { return static_cast<int32_t>(spec_.devices.size()); }
+  int32_t num_links() const { return static_cast<int32_t>(spec_.links.size()); }
+  int32_t num_channels() const { return 2 * num_links(); }
+  const Device& device(int32_t d) const { return spec_.devices[d]; }
+  const std::vector<Device>& devices() const { return spec_.devices; }
+  const Link& link(int32_t l) const { return spec_.links[l]; }
+  const std::vector<Link>& links() const { return spec_.links; }
+  TransferMode transfer_mode() const { return spec_.transfer_mode; }
+  /** The spec it was built from (explicit routes only). */
+  const ClusterSpec& spec() const { return spec_; }
+
+  /** Channels from `src` to `dst` (empty when src == dst). */
+  std::span<const int32_t> route(int32_t src, int32_t dst) const {
+    size_t p = static_cast<size_t>(src) * spec_.devices.size() + dst;
+    return {route_channels_.data() + route_offset_[p], static_cast<size_t>(route_offset_[p + 1] - route_offset_[p])};
+  }
+  /** Link index of a channel. */
+  static int32_t channel_link(int32_t channel) { return channel / 2; }
+
+  /** Sum of the route's link latencies. */
+  double route_latency_s(int32_t src, int32_t dst) const;
+  /** Smallest bandwidth on the route (infinity when src == dst). */
+  double route_bandwidth_bytes_per_s(int32_t src, int32_t dst) const;
+  /** Time to move `bytes` from src to dst on an idle network: latency + bytes / bottleneck bandwidth. */
+  double transfer_time_s(int32_t src, int32_t dst, double bytes) const;
+
+  /** Index of the device named `name`, or -1. */
+  int32_t find_device(std::string_view name) const;
+  /** Distinct device kinds in first-seen order. */
+  std::vector<std::string> kinds() const;
+
+ private:
+  ClusterSpec spec_;
+  std::vector<int32_t> route_offset_;    // (devices^2 + 1) offsets into route_channels_
+  std::vector<int32_t> route_channels_;
+};
+
+/** Reads a placelab.cluster file; throws placelab::Error naming the file and JSON path at fault. */
+Cluster read_cluster(const std::string& path);
+
+/** Builds a cluster from a parsed placelab.cluster document; `origin` names it in errors. */
+Cluster cluster_from_json(const nlohmann::json& doc, const std::string& origin);
+
+/** The placelab.cluster document of `cluster`; cluster_from_json(cluster_to_json(c)) rebuilds it exactly. */
+nlohmann::json cluster_to_json(const Cluster& cluster);
+
+/** Writes `cluster` to `path` atomically. */
+void write_cluster(const Cluster& cluster, const std::string& path);
+
+/** "full"/"half" and "per_destination"/"broadcast". */
+std::string_view duplex_name(Duplex duplex);
+std::string_view transfer_mode_name(TransferMode mode);
+
+}  // namespace placelab::sim

@@ -1,0 +1,93 @@
+// The roofline and profile cost models and the placelab.profile format.
+#include "sim/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "graphs/error.h"
+#include "graphs/json_util.h"
+
+namespace placelab::sim {
+
+RooflineModel::RooflineModel(RooflineOptions options) : options_(std::move(options)) {
+  for (const auto& [type, e] : options_.type_efficiency)
+    if (!(e > 0 && e <= 1))
+      throw Error(fmt::format("roofline: type_efficiency of \"{}\" is {}, must be in (0, 1]", type, e));
+  if (!(options_.half_efficiency_flops >= 0 && std::isfinite(options_.half_efficiency_flops)))
+    throw Error(fmt::format("roofline: half_efficiency_flops is {}, must be finite and >= 0",
+                            options_.half_efficiency_flops));
+}
+
+double RooflineModel::op_time_s(const graphs::Graph& graph, graphs::OpId op, const Device& device) const {
+  const double flops = graph.flops(op), bytes = graph.bytes_read(op) + graph.bytes_written(op);
+  double e = device.efficiency;
+  if (!options_.type_efficiency.empty()) {
+    auto it = options_.type_efficiency.find(graph.op_type(op));
+    if (it != options_.type_efficiency.end()) e *= it->second;
+  }
+  if (options_.half_efficiency_flops > 0 && flops > 0) e *= flops / (flops + options_.half_efficiency_flops);
+  double compute_s = flops > 0 ? flops / (device.peak_flops_per_s * e) : 0;
+  double memory_s = bytes > 0 ? bytes / (device.memory_bandwidth_bytes_per_s * e) : 0;
+  return std::max(compute_s, memory_s) + device.launch_overhead_s;
+}
+
+ProfileModel::ProfileModel(std::shared_ptr<const CostModel> fallback) : fallback_(std::move(fallback)) {
+  if (!fallback_) throw Error("profile model: needs a fallback cost model");
+}
+
+void ProfileModel::set_op_time(const std::string& kind, const std::string& op_name, double seconds) {
+  by_op_[{kind, op_name}] = seconds;
+}
+
+void ProfileModel::set_type_time(const std::string& kind, const std::string& op_type, double seconds) {
+  by_type_[{kind, op_type}] = seconds;
+}
+
+double ProfileModel::op_time_s(const graphs::Graph& graph, graphs::OpId op, const Device& device) const {
+  if (!by_op_.empty()) {
+    auto it = by_op_.find({device.kind, graph.op_name(op)});
+    if (it != by_op_.end()) return it->second;
+  }
+  if (!by_type_.empty()) {
+    auto it = by_type_.find({device.kind, graph.op_type(op)});
+    if (it != by_type_.end()) return it->second;
+  }
+  return fallback_->op_time_s(graph, op, device);
+}
+
+nlohmann::json ProfileModel::to_json() const {
+  nlohmann::json entries = nlohmann::json::array();
+  for (const auto& [key, s] : by_op_) entries.push_back({{"device_kind", key.first}, {"op", key.second}, {"time_s", s}});
+  for (const auto& [key, s] : by_type_)
+    entries.push_back({{"device_kind", key.first}, {"op_type", key.second}, {"time_s", s}});
+  return {{"format", "placelab.profile"}, {"version", 1}, {"entries", entries}};
+}
+
+std::shared_ptr<ProfileModel> profile_from_json(const nlohmann::json& doc, const std::string& origin,
+                                                std::shared_ptr<const CostModel> fallback) {
+  io::JsonNode root(doc, origin);
+  root.check_header("placelab.profile", {1});
+  root.check_fields({"format", "version", "entries"});
+  auto model = std::make_shared<ProfileModel>(std::move(fallback));
+  io::JsonNode entries = root.at("entries");
+  for (size_t i = 0; i < entries.size(); ++i) {
+    io::JsonNode e = entries.at(i);
+    e.check_fields({"device_kind", "op", "op_type", "time_s"});
+    std::string kind = e.at("device_kind").as_string();
+    double s = e.at("time_s").as_amount();
+    if (e.has("op") == e.has("op_type")) e.fail("give exactly one of \"op\" (an op name) or \"op_type\"");
+    if (e.has("op")) model->set_op_time(kind, e.at("op").as_string(), s);
+    else model->set_type_time(kind, e.at("op_type").as_string(), s);
+  }
+  return model;
+}
+
+std::shared_ptr<ProfileModel> read_profile(const std::string& path, std::shared_ptr<const CostModel> fallback) {
+  return profile_from_json(io::read_json_file(path), path, std::move(fallback));
+}
+
+std::shared_ptr<const CostModel> default_cost_model() { return std::make_shared<RooflineModel>(); }
+
+}  // namespace placelab::sim

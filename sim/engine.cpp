@@ -1,0 +1,996 @@
+// The discrete-event engine. Events are per device: each device has at most one pending event, the end
+// of its running op or the wake-up that starts its best ready op, and a tournament tree over devices
+// gives the next one by (time, ends before wake-ups, device index). Links are FIFO channels reserved in
+// request order, so a transfer's times are known when its producer ends and need no event of their own.
+#include "sim/engine.h"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+#include <tbb/enumerable_thread_specific.h>
+#include <tbb/parallel_for.h>
+
+#include "graphs/error.h"
+
+namespace placelab::sim {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+// Event kinds, in their order at equal times: network (transfers ending under bandwidth sharing), op
+// ends, device wake-ups.
+constexpr int32_t kNet = 0, kEnd = 1, kWake = 2;
+
+struct ReadyEntry {
+  double ready_s;
+  double neg_rank;
+  int32_t op;
+};
+
+// (ready time, rank, op id): the default priority, and the order of ops waiting for their inputs.
+struct ByReadyTime {
+  bool operator()(const ReadyEntry& a, const ReadyEntry& b) const {
+    if (a.ready_s != b.ready_s) return a.ready_s < b.ready_s;
+    if (a.neg_rank != b.neg_rank) return a.neg_rank < b.neg_rank;
+    return a.op < b.op;
+  }
+};
+
+// (rank, ready time, op id): Priority::rank among ops that are ready.
+struct ByRank {
+  bool operator()(const ReadyEntry& a, const ReadyEntry& b) const {
+    if (a.neg_rank != b.neg_rank) return a.neg_rank < b.neg_rank;
+    if (a.ready_s != b.ready_s) return a.ready_s < b.ready_s;
+    return a.op < b.op;
+  }
+};
+
+// Binary min-heap in h[0, size).
+template <class Less>
+void heap_push(ReadyEntry* h, int32_t& size, ReadyEntry e, Less less) {
+  int32_t i = size++;
+  while (i > 0) {
+    int32_t parent = (i - 1) / 2;
+    if (!less(e, h[parent])) break;
+    h[i] = h[parent];
+    i = parent;
+  }
+  h[i] = e;
+}
+
+template <class Less>
+ReadyEntry heap_pop(ReadyEntry* h, int32_t& size, Less less) {
+  ReadyEntry top = h[0];
+  ReadyEntry last = h[--size];
+  int32_t i = 0;
+  for (;;) {
+    int32_t c = 2 * i + 1;
+    if (c >= size) break;
+    if (c + 1 < size && less(h[c + 1], h[c])) ++c;
+    if (!less(h[c], last)) break;
+    h[i] = h[c];
+    i = c;
+  }
+  h[i] = last;
+  return top;
+}
+
+// A memory change dated in the future (received copies at transfer start, senders' frees at transfer end).
+// Its key orders by time, then frees before allocations: times are >= 0, so their bits order like them.
+struct MemEvent {
+  uint64_t key;
+  int32_t device;
+  int64_t bytes;
+  bool is_alloc() const { return key & 1; }
+};
+
+uint64_t mem_key(double time_s, int32_t is_alloc) {
+  return (std::bit_cast<uint64_t>(time_s) << 1) | static_cast<uint64_t>(is_alloc);
+}
+
+// A radix heap: a priority queue for keys that never go below the last one taken out, which holds here
+// because changes are dated after the event being handled. Push O(1), pop amortised O(log key range).
+struct MemQueue {
+  std::array<std::vector<MemEvent>, 65> bucket;  // bucket i > 0: keys whose highest bit differing from last is i-1
+  uint64_t last = 0;
+  uint64_t min = UINT64_MAX;  // smallest key held
+  uint64_t filled = 0;        // bit i-1 set: bucket i is not empty
+  size_t size = 0;
+
+  static int index(uint64_t key, uint64_t last) { return key == last ? 0 : 64 - std::countl_zero(key ^ last); }
+  void clear() {
+    for (auto& b : bucket) b.clear();
+    last = filled = 0;
+    min = UINT64_MAX;
+    size = 0;
+  }
+  void put(const MemEvent& e) {
+    const int i = index(e.key, last);
+    bucket[i].push_back(e);
+    if (i > 0) filled |= uint64_t{1} << (i - 1);
+  }
+  void push(const MemEvent& e) {
+    put(e);
+    min = std::min(min, e.key);
+    ++size;
+  }
+  MemEvent pop() {  // one with the smallest key; size > 0
+    if (bucket[0].empty()) {
+      const int i = std::countr_zero(filled) + 1;
+      last = min;
+      filled &= ~(uint64_t{1} << (i - 1));
+      for (const MemEvent& e : bucket[i]) put(e);  // all go to lower buckets
+      bucket[i].clear();
+    }
+    MemEvent e = bucket[0].back();
+    bucket[0].pop_back();
+    --size;
+    if (!bucket[0].empty()) return e;
+    min = UINT64_MAX;
+    if (filled)
+      for (const MemEvent& x : bucket[std::countr_zero(filled) + 1]) min = std::min(min, x.key);
+    return e;
+  }
+};
+
+}  // namespace
+
+struct SimScratch {
+  // per op, packed: one cache line serves two ops
+  struct OpState {
+    int32_t pending;     // inputs not yet produced
+    int32_t local_left;  // local data consumers that have not ended (set when the op ends)
+    double ready_s;      // latest input arrival so far
+    double cp_start_s;   // critical-path start: longest idle-network path to the op
+    double hold_until_s; // the output's last outgoing transfer end (FIFO links)
+    int32_t sending;     // its transfers still under way (bandwidth sharing)
+  };
+  std::vector<OpState> op;
+  // per in-slot: the transfer record that brought that input, -1 when local or a control edge
+  std::vector<int32_t> xfer_of_in;
+  // per transfer record (one per destination device)
+  struct Xfer {
+    int32_t left;   // consumers on the destination that have not ended
+    int64_t bytes;  // memory of the received copy, whole bytes
+  };
+  std::vector<Xfer> xfer;
+  // per device
+  std::vector<int32_t> heap_off, heap_size, running, stamp, dest, dest_count, dest_xfer, tree;
+  std::vector<double> free_s, next_s, dest_bytes, dest_comm_s, arrival_s;
+  std::vector<int64_t> mem_s, peak_s;  // memory in whole bytes, so sums are exact in any order
+  std::vector<int32_t> next_kind;
+  std::vector<ReadyEntry> heap, ranked;  // per-device segments at heap_off; ranked only for Priority::rank
+  std::vector<int32_t> ranked_size;
+  // Bandwidth sharing: transfers under way ("flows"), their destinations and channels.
+  struct Flow {
+    int32_t producer, src, dest_begin, dest_count, ch_begin, ch_count;
+    double bytes, remaining_bytes, rate, start_s, active_s, finish_s;  // active_s: latency paid
+  };
+  std::vector<Flow> flows;
+  std::vector<int32_t> flow_dest, flow_ch, live;
+  std::vector<int32_t> chan_active, fill_count;
+  std::vector<double> fill_cap;
+  double net_last = 0;
+  // per channel
+  std::vector<double> chan_free_s, chan_busy_s, chan_bytes;
+  std::vector<int32_t> chan_stamp, chan_list;
+  MemQueue mem_events;
+  std::vector<MemEvent> mem_now;     // allocations at the current instant, applied before later changes
+  std::vector<ReadyEntry> heap_tmp;  // re-layout of the heaps after an incremental move
+  int32_t tree_leaves = 1;
+  // progress, so that a run can stop and resume (incremental re-simulation)
+  int64_t events = 0;
+  int32_t num_xfers = 0, done = 0;
+  double makespan = 0, critical = 0, total_bytes = 0;
+  int64_t transfers = 0;
+  std::vector<double> busy;
+  std::vector<int32_t> end_event;  // event index at which each op ended
+};
+
+// Saved states of one run, every `interval` events, for IncrementalSimulator.
+struct SimCheckpoints {
+  int64_t interval = 1;
+  int64_t next = 0;
+  size_t count = 0;
+  std::vector<SimScratch> saved;
+  void save(const SimScratch& s) {
+    if (count == saved.size()) saved.emplace_back();
+    saved[count++] = s;
+    next = s.events + interval;
+  }
+};
+
+nlohmann::json result_to_json(const SimResult& r, const Cluster& c) {
+  nlohmann::json devices = nlohmann::json::array(), links = nlohmann::json::array();
+  for (int32_t d = 0; d < c.num_devices(); ++d)
+    devices.push_back({{"name", c.device(d).name},
+                       {"kind", c.device(d).kind},
+                       {"busy_s", r.device_busy_s[d]},
+                       {"peak_bytes", r.device_peak_bytes[d]},
+                       {"memory_bytes", c.device(d).memory_bytes},
+                       {"excess_bytes", r.device_excess_bytes[d]}});
+  for (int32_t l = 0; l < c.num_links(); ++l)
+    links.push_back({{"name", c.link(l).name}, {"busy_s", r.link_busy_s[l]}, {"bytes", r.link_bytes[l]}});
+  return {{"step_time_s", r.step_time_s},
+          {"critical_path_s", r.critical_path_s},
+          {"total_bytes_moved", r.total_bytes_moved},
+          {"num_transfers", r.num_transfers},
+          {"oom", r.oom},
+          {"devices", devices},
+          {"links", links}};
+}
+
+void SimScratchDeleter::operator()(SimScratch* s) const { delete s; }
+
+struct ScratchPool {
+  tbb::enumerable_thread_specific<SimScratchPtr> scratch;  // made on a thread's first use
+};
+
+Simulator::Simulator(const graphs::Graph& graph, const Cluster& cluster, std::shared_ptr<const CostModel> cost_model,
+                     SimOptions options)
+    : graph_(&graph), cluster_(&cluster), pool_(std::make_unique<ScratchPool>()), cost_model_(std::move(cost_model)),
+      options_(options) {
+  if (!cost_model_) throw Error("simulator: no cost model given");
+  n_ = graph.num_ops();
+  devices_ = cluster.num_devices();
+  channels_ = cluster.num_channels();
+  const size_t n = n_, D = devices_;
+
+  // Op x device times: measured times of the device's kind when present, else the cost model.
+  std::vector<int32_t> measured_of_device(D);
+  for (size_t d = 0; d < D; ++d)
+    measured_of_device[d] = options_.use_measured ? graph.measured_kind_index(cluster.device(d).kind) : -1;
+  time_.resize(n * D);
+  for (size_t op = 0; op < n; ++op)
+    for (size_t d = 0; d < D; ++d) {
+      double t = measured_of_device[d] >= 0 ? graph.measured_s(op, measured_of_device[d]) : graphs::kUnknown;
+      if (std::isnan(t)) t = cost_model_->op_time_s(graph, static_cast<graphs::OpId>(op), cluster.device(d));
+      if (!(t >= 0 && std::isfinite(t)))
+        throw Error(fmt::format("simulator: cost model \"{}\" gives {} s for op \"{}\" on \"{}\"; times must be finite and >= 0",
+                                cost_model_->name(), t, graph.op_name(op), cluster.device(d).name));
+      time_[op * D + d] = t;
+    }
+
+  // Upward rank over mean op times, in reverse topological order.
+  rank_.assign(n, 0);
+  auto topo = graph.topo_order();
+  for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
+    graphs::OpId op = *it;
+    double mean = 0, best = 0;
+    for (size_t d = 0; d < D; ++d) mean += time_[op * D + d];
+    for (graphs::OpId s : graph.successors(op)) best = std::max(best, rank_[s]);
+    rank_[op] = mean / static_cast<double>(D) + best;
+  }
+
+  info_.resize(n);
+  param_bytes_.resize(n);
+  in_degree_.resize(n);
+  int32_t out_pos = 0, in_pos = 0;
+  for (size_t op = 0; op < n; ++op) {
+    OpInfo& info = info_[op];
+    info.output_mem = std::llround(graph.output_bytes(op));
+    info.temp_mem = std::llround(graph.temp_bytes(op));
+    info.neg_rank = -rank_[op];
+    info.out_begin = out_pos;
+    info.out_end = out_pos += graph.out_degree(op);
+    info.in_begin = in_pos;
+    info.in_end = in_pos += graph.in_degree(op);
+    param_bytes_[op] = std::llround(graph.param_bytes(op));
+    in_degree_[op] = graph.in_degree(op);
+  }
+  const size_t m = graph.num_edges();
+  out_.resize(m);
+  in_.resize(m);
+  out_comm_s_.resize(m);
+  std::vector<int32_t> in_pos_of_edge(m);
+  for (size_t op = 0; op < n; ++op) {
+    int32_t k = info_[op].in_begin;
+    for (graphs::EdgeId e : graph.in_edges(op)) {
+      in_[k] = InSlot{graph.edge_src(e), 0, graph.edge_bytes(e)};
+      in_pos_of_edge[e] = k++;
+    }
+  }
+  for (size_t op = 0; op < n; ++op) {
+    int32_t k = info_[op].out_begin;
+    for (graphs::EdgeId e : graph.out_edges(op)) {
+      out_comm_s_[k] = graph.edge_comm_s(e);
+      out_[k++] = OutSlot{graph.edge_dst(e), in_pos_of_edge[e], graph.edge_bytes(e)};
+    }
+  }
+
+  pair_latency_s_.assign(D * D, 0);
+  pair_inv_bandwidth_.assign(D * D, 0);
+  route_off_.assign(D * D + 1, 0);
+  for (size_t a = 0; a < D; ++a)
+    for (size_t b = 0; b < D; ++b) {
+      size_t p = a * D + b;
+      auto route = cluster.route(a, b);
+      if (a != b) {
+        pair_latency_s_[p] = cluster.route_latency_s(a, b);
+        pair_inv_bandwidth_[p] = 1.0 / cluster.route_bandwidth_bytes_per_s(a, b);
+      }
+      route_off_[p + 1] = route_off_[p] + static_cast<int32_t>(route.size());
+      route_ch_.insert(route_ch_.end(), route.begin(), route.end());
+    }
+  channel_busy_after_s_.resize(channels_);
+  channel_bandwidth_.resize(channels_);
+  for (int32_t c = 0; c < channels_; ++c) channel_bandwidth_[c] = cluster.link(Cluster::channel_link(c)).bandwidth_bytes_per_s;
+  for (int32_t c = 0; c < channels_; ++c) channel_busy_after_s_[c] = cluster.link(Cluster::channel_link(c)).busy_after_s;
+  gap_after_op_s_.resize(D);
+  for (size_t d = 0; d < D; ++d) gap_after_op_s_[d] = cluster.device(d).gap_after_op_s;
+
+  kinds_ = cluster.kinds();
+  device_kind_.resize(D);
+  for (size_t d = 0; d < D; ++d)
+    device_kind_[d] = static_cast<int32_t>(std::find(kinds_.begin(), kinds_.end(), cluster.device(d).kind) - kinds_.begin());
+  op_pin_.assign(n, -1);
+  for (size_t op = 0; op < n; ++op) {
+    const std::string& pin = graph.pinned_kind(op);
+    if (pin.empty()) continue;
+    auto it = std::find(kinds_.begin(), kinds_.end(), pin);
+    op_pin_[op] = it == kinds_.end() ? -2 : static_cast<int32_t>(it - kinds_.begin());
+  }
+}
+
+Simulator::~Simulator() = default;
+Simulator::Simulator(Simulator&&) noexcept = default;
+
+void Simulator::check_placement(std::span<const int32_t> device_of) const {
+  if (device_of.size() != static_cast<size_t>(n_))
+    throw Error(fmt::format("placement has {} entries but graph \"{}\" has {} ops; give one device per op",
+                            device_of.size(), graph_->name(), n_));
+  for (int32_t op = 0; op < n_; ++op) {
+    int32_t d = device_of[op];
+    if (d < 0 || d >= devices_)
+      throw Error(fmt::format("placement: op \"{}\" is on device {}, but cluster \"{}\" has devices 0..{}",
+                              graph_->op_name(op), d, cluster_->name(), devices_ - 1));
+    if (op_pin_[op] != -1 && op_pin_[op] != device_kind_[d])
+      throw Error(fmt::format("placement: op \"{}\" is pinned to kind \"{}\" but placed on \"{}\" (kind \"{}\")",
+                              graph_->op_name(op), graph_->pinned_kind(op), cluster_->device(d).name,
+                              cluster_->device(d).kind));
+  }
+}
+
+SimScratchPtr Simulator::make_scratch() const {
+  SimScratchPtr s(new SimScratch);
+  const size_t n = n_, D = devices_, m = out_.size(), C = channels_;
+  s->op.resize(n);
+  s->xfer_of_in.resize(m);
+  s->xfer.resize(m);
+  for (auto* v : {&s->heap_off, &s->heap_size, &s->running, &s->stamp, &s->dest, &s->dest_count, &s->dest_xfer,
+                  &s->next_kind})
+    v->resize(D);
+  for (auto* v : {&s->free_s, &s->next_s, &s->dest_bytes, &s->dest_comm_s, &s->arrival_s, &s->busy}) v->resize(D);
+  s->mem_s.resize(D);
+  s->peak_s.resize(D);
+  s->end_event.resize(n);
+  s->heap.resize(n);
+  s->ranked_size.resize(D);
+  if (options_.priority == Priority::rank) s->ranked.resize(n);
+  s->chan_free_s.resize(C);
+  s->chan_busy_s.resize(C);
+  s->chan_bytes.resize(C);
+  s->chan_stamp.resize(C);
+  s->chan_list.resize(C);
+  s->mem_now.reserve(m + 1);
+  // One leaf per device, and one for the network when links share their bandwidth.
+  while (s->tree_leaves < devices_ + (options_.share_bandwidth ? 1 : 0)) s->tree_leaves *= 2;
+  if (options_.share_bandwidth) {
+    s->flows.reserve(m);
+    s->flow_dest.reserve(m);
+    s->flow_ch.reserve(m);
+    s->live.reserve(m);
+    s->chan_active.resize(C);
+    s->fill_count.resize(C);
+    s->fill_cap.resize(C);
+  }
+  s->tree.resize(2 * static_cast<size_t>(s->tree_leaves));
+  s->next_s.resize(s->tree_leaves);  // padded leaves of the tree are devices that never have an event
+  s->next_kind.resize(s->tree_leaves);
+  return s;
+}
+
+SimResult Simulator::simulate(std::span<const int32_t> device_of, SimObserver* observer) const {
+  SimScratchPtr s = make_scratch();
+  SimResult out;
+  simulate(device_of, *s, out, observer);
+  return out;
+}
+
+void Simulator::simulate(std::span<const int32_t> device_of, SimScratch& scratch, SimResult& out,
+                         SimObserver* observer) const {
+  check_placement(device_of);
+  run(device_of, scratch, out, observer);
+}
+
+std::vector<SimResult> Simulator::simulate_batch(std::span<const std::vector<int32_t>> placements) const {
+  std::vector<SimResult> results;
+  simulate_batch(placements, results);
+  return results;
+}
+
+void Simulator::simulate_batch(std::span<const std::vector<int32_t>> placements, std::vector<SimResult>& results) const {
+  for (const auto& p : placements) check_placement(p);
+  results.resize(placements.size());
+  // A thread's scratch is used by one run at a time: run() never waits, so TBB cannot interleave two.
+  tbb::parallel_for(tbb::blocked_range<size_t>(0, placements.size()), [&](const tbb::blocked_range<size_t>& r) {
+    SimScratchPtr& mine = pool_->scratch.local();
+    if (!mine) mine = make_scratch();
+    SimScratch& s = *mine;
+    for (size_t i = r.begin(); i != r.end(); ++i) run(placements[i], s, results[i], nullptr);
+  });
+}
+
+IncrementalSimulator::IncrementalSimulator(const Simulator& simulator, std::vector<int32_t> device_of,
+                                           int32_t checkpoints)
+    : sim_(&simulator), device_of_(std::move(device_of)), checkpoints_(std::make_unique<SimCheckpoints>()) {
+  sim_->check_placement(device_of_);
+  if (checkpoints < 1) throw Error(fmt::format("incremental simulator: {} checkpoints, need at least 1", checkpoints));
+  checkpoints_->interval = std::max<int64_t>(1, 2 * static_cast<int64_t>(sim_->num_ops()) / checkpoints);
+  state_ = sim_->make_scratch();
+  sim_->run(device_of_, *state_, result_, nullptr, checkpoints_.get(), true);
+}
+
+IncrementalSimulator::~IncrementalSimulator() = default;
+
+void IncrementalSimulator::relocate(SimScratch& s, graphs::OpId op, int32_t from, int32_t to) const {
+  // Resident bytes are a constant offset over the whole prefix, so its peaks move by the same amount.
+  const int64_t param = sim_->param_bytes_[op];
+  s.mem_s[from] -= param;
+  s.peak_s[from] -= param;
+  s.mem_s[to] += param;
+  s.peak_s[to] += param;
+  // Heap segments are sized by ops per device: lay them out again (op itself is in no heap yet).
+  const int32_t D = sim_->num_devices();
+  std::vector<int32_t>& new_off = s.dest;  // per-device scratch, free between runs
+  for (int32_t d = 0, off = 0; d < D; ++d) {
+    new_off[d] = off;
+    off += (d + 1 < D ? s.heap_off[d + 1] : sim_->num_ops()) - s.heap_off[d] - (d == from) + (d == to);
+  }
+  for (auto [entries, sizes] : {std::pair{&s.heap, &s.heap_size}, std::pair{&s.ranked, &s.ranked_size}}) {
+    if (entries->empty()) continue;
+    s.heap_tmp.clear();
+    for (int32_t d = 0; d < D; ++d)
+      s.heap_tmp.insert(s.heap_tmp.end(), entries->begin() + s.heap_off[d], entries->begin() + s.heap_off[d] + (*sizes)[d]);
+    for (int32_t d = 0, taken = 0; d < D; ++d) {
+      std::copy(s.heap_tmp.begin() + taken, s.heap_tmp.begin() + taken + (*sizes)[d], entries->begin() + new_off[d]);
+      taken += (*sizes)[d];
+    }
+  }
+  std::copy(new_off.begin(), new_off.begin() + D, s.heap_off.begin());
+}
+
+const SimResult& IncrementalSimulator::move(graphs::OpId op, int32_t device) {
+  const Simulator& sim = *sim_;
+  if (op < 0 || op >= sim.num_ops())
+    throw Error(fmt::format("incremental move: op {} is out of range (graph has {} ops)", op, sim.num_ops()));
+  const int32_t old = device_of_[op];
+  if (device == old) return result_;
+  device_of_[op] = device;
+  try {
+    sim.check_placement(device_of_);
+  } catch (const Error&) {
+    device_of_[op] = old;
+    throw;
+  }
+  const int64_t total_events = state_->events;
+  // The first event that reads where `op` is: the end of its earliest producer.
+  int64_t first = -1;
+  const Simulator::OpInfo& info = sim.info_[op];
+  for (int32_t k = info.in_begin; k < info.in_end; ++k) {
+    const int64_t e = state_->end_event[sim.in_[k].src];
+    first = first < 0 ? e : std::min(first, e);
+  }
+  SimCheckpoints& cps = *checkpoints_;
+  if (first < 0) {  // a source is queued at the start: run afresh
+    cps.count = 0;
+    cps.next = 0;
+    sim.run(device_of_, *state_, result_, nullptr, &cps, true);
+    replayed_fraction_ = 1;
+    return result_;
+  }
+  size_t k = 0;
+  while (k + 1 < cps.count && cps.saved[k + 1].events <= first) ++k;
+  cps.count = k + 1;
+  // Saved states up to k stay valid for the new placement once the move is applied to them.
+  for (size_t j = 0; j <= k; ++j) relocate(cps.saved[j], op, old, device);
+  SimScratch& s = *state_;
+  s = cps.saved[k];
+  cps.next = s.events + cps.interval;
+  replayed_fraction_ = total_events > 0 ? 1.0 - static_cast<double>(s.events) / static_cast<double>(total_events) : 1;
+  sim.run(device_of_, s, result_, nullptr, &cps, false);
+  return result_;
+}
+
+void Simulator::run(std::span<const int32_t> dev, SimScratch& s, SimResult& out, SimObserver* observer,
+                    SimCheckpoints* checkpoints, bool fresh) const {
+  const int32_t n = n_, D = devices_;
+  const int32_t* device_of = dev.data();
+  const OpInfo* info = info_.data();
+  const OutSlot* outs = out_.data();
+  const InSlot* ins = in_.data();
+  SimScratch::OpState* state = s.op.data();
+
+  // Per device: ops whose inputs are all produced, by ready time (heap); with Priority::rank, those
+  // already ready when the device looked, by rank (ranked).
+  ReadyEntry* heap = s.heap.data();
+  ReadyEntry* ranked = s.ranked.data();
+  const bool by_rank = options_.priority == Priority::rank;
+
+  // The next event: the device (leaf) with the least (next_s, kind, index). Few leaves: a linear scan
+  // (independent loads, measured faster for 8 GPUs); many: a tournament tree kept up to date.
+  const int32_t P = s.tree_leaves;
+  const bool scan = P <= 16;
+  int32_t* tree = s.tree.data();
+  const double* next_s = s.next_s.data();
+  const int32_t* next_kind = s.next_kind.data();
+  auto better = [&](int32_t a, int32_t b) {
+    const bool a_first = next_s[a] < next_s[b] ||
+                         (next_s[a] == next_s[b] && next_kind[a] * P + a < next_kind[b] * P + b);
+    return a_first ? a : b;
+  };
+  auto tree_update = [&](int32_t d) {
+    if (scan) return;
+    for (int32_t i = (P + d) >> 1; i >= 1; i >>= 1) tree[i] = better(tree[2 * i], tree[2 * i + 1]);
+  };
+  auto next_event = [&] {
+    if (!scan) return tree[1];
+    double first = next_s[0];
+    for (int32_t i = 1; i < P; ++i) first = std::min(first, next_s[i]);  // vectorises
+    int32_t best = INT32_MAX;  // among the earliest: lowest kind, then lowest index, without branches
+    for (int32_t i = 0; i < P; ++i) best = std::min(best, next_s[i] == first ? next_kind[i] * P + i : INT32_MAX);
+    return best % P;
+  };
+
+  // An idle device wakes when its best ready op is ready and the device is free.
+  auto schedule_wake = [&](int32_t d) {
+    double t = s.heap_size[d] > 0 ? std::max(s.free_s[d], heap[s.heap_off[d]].ready_s) : kInf;
+    if (by_rank && s.ranked_size[d] > 0) t = s.free_s[d];
+    if (t != s.next_s[d] || s.next_kind[d] != kWake) {
+      s.next_s[d] = t;
+      s.next_kind[d] = kWake;
+      tree_update(d);
+    }
+  };
+  auto make_ready = [&](int32_t op, int32_t d) {
+    // The op starts some events from now: fetch its time and adjacency meanwhile.
+    __builtin_prefetch(time_.data() + static_cast<size_t>(op) * D);
+    __builtin_prefetch(outs + info[op].out_begin);
+    __builtin_prefetch(ins + info[op].in_begin);
+    heap_push(heap + s.heap_off[d], s.heap_size[d], ReadyEntry{state[op].ready_s, info[op].neg_rank, op}, ByReadyTime());
+    if (s.running[d] == -1) schedule_wake(d);
+  };
+
+  MemQueue& mem = s.mem_events;
+  std::vector<MemEvent>& mem_now = s.mem_now;
+  double now = 0;  // time of the event being handled
+  auto mem_later = [&](double time_s, int32_t is_alloc, int32_t d, int64_t bytes) {
+    if (is_alloc && time_s == now) {  // common: the link was free; skip the heap
+      mem_now.push_back(MemEvent{mem_key(time_s, is_alloc), d, bytes});
+      return;
+    }
+    mem.push(MemEvent{mem_key(time_s, is_alloc), d, bytes});
+  };
+  auto mem_alloc = [&](int32_t d, int64_t bytes) {
+    s.mem_s[d] += bytes;
+    s.peak_s[d] = std::max(s.peak_s[d], s.mem_s[d]);
+  };
+  // Applies dated changes up to time t: frees at t always, allocations at t only before allocations.
+  auto mem_flush = [&](double t, bool allocs_at_t) {
+    // Allocations of an earlier instant (or of this one, before this instant's allocations) come first:
+    // every change still in the heap is at that instant or later, and this instant's frees are done.
+    if (!mem_now.empty() && (mem_now.front().key < mem_key(t, 0) || allocs_at_t)) {
+      for (const MemEvent& e : mem_now) mem_alloc(e.device, e.bytes);
+      mem_now.clear();
+    }
+    const uint64_t limit = mem_key(t, allocs_at_t ? 1 : 0);
+    while (mem.size > 0 && mem.min <= limit) {
+      const MemEvent e = mem.pop();
+      if (e.is_alloc()) mem_alloc(e.device, e.bytes);
+      else s.mem_s[e.device] -= e.bytes;
+    }
+  };
+  auto free_output = [&](int32_t op, int32_t d, double t) {
+    const int64_t bytes = info[op].output_mem;
+    if (bytes <= 0 || state[op].sending > 0) return;  // a sharing transfer still reads it: freed when it ends
+    if (state[op].hold_until_s > t) mem_later(state[op].hold_until_s, 0, d, bytes);
+    else s.mem_s[d] -= bytes;
+  };
+
+  // Bandwidth sharing: progress of the flows up to t, and busy time of the channels they cross.
+  auto net_advance = [&](double t) {
+    const double dt = t - s.net_last;
+    if (dt > 0) {
+      for (int32_t f : s.live) {
+        SimScratch::Flow& fl = s.flows[f];
+        if (fl.active_s <= s.net_last) fl.remaining_bytes -= fl.rate * dt;
+      }
+      for (int32_t c = 0; c < channels_; ++c)
+        if (s.chan_active[c] > 0) s.chan_busy_s[c] += dt;
+    }
+    s.net_last = t;
+  };
+  // Max-min fair rates of the active flows (progressive filling), then the next network event.
+  auto net_reschedule = [&]() {
+    std::fill(s.fill_count.begin(), s.fill_count.end(), 0);
+    for (int32_t c = 0; c < channels_; ++c) s.fill_cap[c] = channel_bandwidth_[c];
+    int32_t unfrozen = 0;
+    for (int32_t f : s.live) {
+      SimScratch::Flow& fl = s.flows[f];
+      if (fl.active_s > s.net_last) continue;
+      fl.rate = -1;
+      ++unfrozen;
+      for (int32_t i = 0; i < fl.ch_count; ++i) ++s.fill_count[s.flow_ch[fl.ch_begin + i]];
+    }
+    std::copy(s.fill_count.begin(), s.fill_count.end(), s.chan_active.begin());
+    while (unfrozen > 0) {
+      int32_t bottleneck = -1;
+      double share = kInf;
+      for (int32_t c = 0; c < channels_; ++c)
+        if (s.fill_count[c] > 0 && s.fill_cap[c] / s.fill_count[c] < share) share = s.fill_cap[c] / s.fill_count[c], bottleneck = c;
+      for (int32_t f : s.live) {
+        SimScratch::Flow& fl = s.flows[f];
+        if (fl.active_s > s.net_last || fl.rate >= 0) continue;
+        const int32_t* ch = s.flow_ch.data() + fl.ch_begin;
+        if (std::find(ch, ch + fl.ch_count, bottleneck) == ch + fl.ch_count) continue;
+        fl.rate = share;
+        --unfrozen;
+        for (int32_t i = 0; i < fl.ch_count; ++i) {
+          s.fill_cap[ch[i]] = std::max(0.0, s.fill_cap[ch[i]] - share);
+          --s.fill_count[ch[i]];
+        }
+      }
+    }
+    double next = kInf;
+    for (int32_t f : s.live) {
+      SimScratch::Flow& fl = s.flows[f];
+      if (fl.active_s > s.net_last) {
+        next = std::min(next, fl.active_s);
+      } else {
+        fl.finish_s = fl.remaining_bytes <= 0 ? s.net_last : s.net_last + fl.remaining_bytes / fl.rate;
+        next = std::min(next, fl.finish_s);
+      }
+    }
+    s.next_s[D] = next;
+    tree_update(D);
+  };
+  // A flow has delivered its tensor: its consumers on the destinations have that input now.
+  auto net_deliver = [&](const SimScratch::Flow& fl, double t) {
+    const OpInfo& ip = info[fl.producer];
+    for (int32_t i = 0; i < fl.dest_count; ++i) {
+      const int32_t e = s.flow_dest[fl.dest_begin + i];
+      for (int32_t k = ip.out_begin; k < ip.out_end; ++k) {
+        const OutSlot& o = outs[k];
+        if (o.bytes <= 0 || device_of[o.dst] != e) continue;
+        SimScratch::OpState& sc = state[o.dst];
+        sc.ready_s = std::max(sc.ready_s, t);
+        if (--sc.pending == 0) make_ready(o.dst, e);
+      }
+      if (observer) observer->on_transfer(fl.producer, fl.src, e, fl.start_s, t, fl.bytes);
+    }
+    SimScratch::OpState& sp = state[fl.producer];
+    if (--sp.sending == 0 && sp.local_left == 0) free_output(fl.producer, fl.src, t);
+  };
+
+  if (fresh) {
+    s.events = 0;
+    s.num_xfers = s.done = 0;
+    s.makespan = s.critical = s.total_bytes = 0;
+    s.transfers = 0;
+    std::fill(s.busy.begin(), s.busy.end(), 0.0);
+    // Resident bytes and per-device heap segments.
+    std::fill(s.heap_size.begin(), s.heap_size.end(), 0);
+    std::fill(s.ranked_size.begin(), s.ranked_size.end(), 0);
+    std::fill(s.mem_s.begin(), s.mem_s.end(), 0);
+    for (int32_t op = 0; op < n; ++op) {
+      ++s.heap_size[device_of[op]];
+      state[op] = SimScratch::OpState{in_degree_[op], 0, 0.0, 0.0, 0.0, 0};
+      s.mem_s[device_of[op]] += param_bytes_[op];
+    }
+    for (int32_t d = 0, off = 0; d < D; ++d) {
+      s.heap_off[d] = off;
+      off += s.heap_size[d];
+      s.heap_size[d] = 0;
+      s.peak_s[d] = s.mem_s[d];
+      s.running[d] = -1;
+      s.free_s[d] = 0;
+      s.next_s[d] = kInf;
+      s.next_kind[d] = kWake;
+      s.stamp[d] = -1;
+    }
+    std::fill(s.chan_free_s.begin(), s.chan_free_s.end(), 0.0);
+    std::fill(s.chan_busy_s.begin(), s.chan_busy_s.end(), 0.0);
+    std::fill(s.chan_bytes.begin(), s.chan_bytes.end(), 0.0);
+    std::fill(s.chan_stamp.begin(), s.chan_stamp.end(), -1);
+    s.mem_events.clear();
+    s.mem_now.clear();
+    for (int32_t i = 0; i < P; ++i) tree[P + i] = i;
+    for (int32_t i = D; i < P; ++i) s.next_s[i] = kInf, s.next_kind[i] = i == D ? kNet : kWake;
+    s.flows.clear();
+    s.flow_dest.clear();
+    s.flow_ch.clear();
+    s.live.clear();
+    s.net_last = 0;
+    for (int32_t i = P - 1; i >= 1; --i) tree[i] = better(tree[2 * i], tree[2 * i + 1]);
+    if (P == 1) tree[1] = 0;
+    for (int32_t op = 0; op < n; ++op)
+      if (state[op].pending == 0) make_ready(op, device_of[op]);
+  }
+
+  const bool edge_comm = options_.use_edge_comm && graph_->has_edge_comm();
+  const bool broadcast = cluster_->transfer_mode() == TransferMode::broadcast;
+  const bool sharing = options_.share_bandwidth;
+
+  for (;; ++s.events) {
+    const int32_t d = next_event();
+    const double t = s.next_s[d];
+    if (t == kInf) break;
+    if (checkpoints && s.events >= checkpoints->next) checkpoints->save(s);
+
+    const bool flush = (mem.size > 0 && mem.min <= mem_key(t, 1)) || (!mem_now.empty() && mem_now.front().key < mem_key(t, 0)) ||
+                       (!mem_now.empty() && s.next_kind[d] == kWake);  // most events have nothing to flush
+    now = t;
+    if (d == D) {  // bandwidth sharing: flows end or finish paying their latency
+      if (flush) mem_flush(t, false);
+      net_advance(t);
+      size_t kept = 0;
+      for (size_t i = 0; i < s.live.size(); ++i) {
+        const int32_t f = s.live[i];
+        const SimScratch::Flow& fl = s.flows[f];
+        if (fl.active_s < t || (fl.active_s == t && fl.remaining_bytes <= 0)) {
+          if (fl.remaining_bytes <= 0 || fl.finish_s <= t) {
+            net_deliver(fl, t);
+            continue;
+          }
+        }
+        s.live[kept++] = f;
+      }
+      s.live.resize(kept);
+      net_reschedule();
+      continue;
+    }
+    if (s.next_kind[d] == kWake) {
+      if (flush) mem_flush(t, true);
+      int32_t op;
+      if (!by_rank) {
+        op = heap_pop(heap + s.heap_off[d], s.heap_size[d], ByReadyTime()).op;
+      } else {
+        while (s.heap_size[d] > 0 && heap[s.heap_off[d]].ready_s <= t)
+          heap_push(ranked + s.heap_off[d], s.ranked_size[d],
+                    heap_pop(heap + s.heap_off[d], s.heap_size[d], ByReadyTime()), ByRank());
+        op = heap_pop(ranked + s.heap_off[d], s.ranked_size[d], ByRank()).op;
+      }
+      const double dur = time_[static_cast<size_t>(op) * D + d];
+      s.running[d] = op;
+      s.next_s[d] = t + dur;
+      s.next_kind[d] = kEnd;
+      tree_update(d);
+      mem_alloc(d, info[op].output_mem + info[op].temp_mem);
+      s.busy[d] += dur;
+      if (observer) observer->on_op(op, d, t, t + dur);
+      continue;
+    }
+
+    // The running op p of device d ends at t.
+    if (flush) mem_flush(t, false);
+    const int32_t p = s.running[d];
+    const OpInfo& ip = info[p];
+    SimScratch::OpState& sp = state[p];
+    ++s.done;
+    s.makespan = t;
+    s.end_event[p] = static_cast<int32_t>(s.events);
+    const double cp_end = sp.cp_start_s + time_[static_cast<size_t>(p) * D + d];
+    s.critical = std::max(s.critical, cp_end);
+    s.running[d] = -2;  // ending: make_ready must not schedule d before its gap is known
+    s.free_s[d] = t + gap_after_op_s_[d];
+    s.mem_s[d] -= ip.temp_mem;
+
+    // Inputs whose last local consumer this was.
+    for (int32_t k = ip.in_begin; k < ip.in_end; ++k) {
+      if (ins[k].bytes <= 0) continue;
+      const int32_t x = s.xfer_of_in[k];
+      if (x < 0) {
+        const int32_t q = ins[k].src;
+        if (--state[q].local_left == 0) free_output(q, d, t);
+      } else if (--s.xfer[x].left == 0) {
+        s.mem_s[d] -= s.xfer[x].bytes;
+      }
+    }
+
+    // Remote destinations of p's output: one transfer per device (or one for all when broadcasting).
+    int32_t local = 0, num_dest = 0;
+    for (int32_t k = ip.out_begin; k < ip.out_end; ++k) {
+      const double bytes = outs[k].bytes;
+      if (bytes <= 0) continue;
+      const int32_t e = device_of[outs[k].dst];
+      if (e == d) {
+        ++local;
+      } else if (s.stamp[e] != p) {
+        s.stamp[e] = p;
+        s.dest[num_dest++] = e;
+        s.dest_bytes[e] = bytes;
+        if (edge_comm) s.dest_comm_s[e] = out_comm_s_[k];
+        s.dest_count[e] = 1;
+      } else {
+        s.dest_bytes[e] = std::max(s.dest_bytes[e], bytes);
+        if (edge_comm && !(s.dest_comm_s[e] >= out_comm_s_[k])) s.dest_comm_s[e] = out_comm_s_[k];
+        ++s.dest_count[e];
+      }
+    }
+    sp.local_left = local;
+    sp.hold_until_s = t;
+    if (num_dest > 0) {
+      auto duration = [&](int32_t e, double bytes) {
+        if (edge_comm && !std::isnan(s.dest_comm_s[e])) return s.dest_comm_s[e];
+        const size_t pair = static_cast<size_t>(d) * D + e;
+        return pair_latency_s_[pair] + bytes * pair_inv_bandwidth_[pair];
+      };
+      auto record = [&](int32_t e, double bytes, double start, double end) {
+        const int32_t x = s.num_xfers++;
+        s.xfer[x] = SimScratch::Xfer{s.dest_count[e], static_cast<int64_t>(bytes + 0.5)};  // bytes >= 0
+        s.dest_xfer[e] = x;
+        s.arrival_s[e] = end;
+        mem_later(start, 1, e, s.xfer[x].bytes);
+        if (observer) observer->on_transfer(p, d, e, start, end, bytes);
+      };
+      auto hold_channels = [&](const int32_t* ch, int32_t count, double end, double dur, double bytes) {
+        for (int32_t i = 0; i < count; ++i) {
+          const int32_t c = ch[i];
+          s.chan_free_s[c] = end + channel_busy_after_s_[c];
+          s.chan_busy_s[c] += dur + channel_busy_after_s_[c];
+          s.chan_bytes[c] += bytes;
+        }
+      };
+      if (sharing) {
+        // Flows start now, pay their route's latency, then share each channel with the others.
+        net_advance(t);
+        auto add_flow = [&](const int32_t* dests, int32_t count, double bytes, double latency, const int32_t* ch,
+                            int32_t ch_count) {
+          const int32_t f = static_cast<int32_t>(s.flows.size());
+          s.flows.push_back(SimScratch::Flow{p, d, static_cast<int32_t>(s.flow_dest.size()), count,
+                                             static_cast<int32_t>(s.flow_ch.size()), ch_count, bytes, bytes, 0, t,
+                                             t + latency, kInf});
+          s.flow_dest.insert(s.flow_dest.end(), dests, dests + count);
+          s.flow_ch.insert(s.flow_ch.end(), ch, ch + ch_count);
+          s.live.push_back(f);
+          for (int32_t i = 0; i < ch_count; ++i) s.chan_bytes[ch[i]] += bytes;
+          for (int32_t i = 0; i < count; ++i) {
+            const int32_t e = dests[i];
+            const int32_t x = s.num_xfers++;
+            s.xfer[x] = SimScratch::Xfer{s.dest_count[e], static_cast<int64_t>(bytes + 0.5)};
+            s.dest_xfer[e] = x;
+            mem_later(t, 1, e, s.xfer[x].bytes);
+          }
+          ++sp.sending;
+          s.total_bytes += bytes;
+          ++s.transfers;
+        };
+        // With measured edge times a flow is all latency: it takes exactly that long.
+        auto timed = [&](int32_t e) { return edge_comm && !std::isnan(s.dest_comm_s[e]); };
+        if (!broadcast) {
+          for (int32_t i = 0; i < num_dest; ++i) {
+            const int32_t e = s.dest[i];
+            const size_t pair = static_cast<size_t>(d) * D + e;
+            add_flow(&s.dest[i], 1, timed(e) ? 0.0 : s.dest_bytes[e], timed(e) ? s.dest_comm_s[e] : pair_latency_s_[pair],
+                     route_ch_.data() + route_off_[pair], route_off_[pair + 1] - route_off_[pair]);
+          }
+        } else {
+          double bytes = 0, latency = 0;
+          int32_t count = 0;
+          for (int32_t i = 0; i < num_dest; ++i) {
+            const int32_t e = s.dest[i];
+            const size_t pair = static_cast<size_t>(d) * D + e;
+            bytes = std::max(bytes, s.dest_bytes[e]);
+            latency = std::max(latency, timed(e) ? s.dest_comm_s[e] : pair_latency_s_[pair]);
+            for (int32_t r = route_off_[pair]; r < route_off_[pair + 1]; ++r) {
+              const int32_t c = route_ch_[r];
+              if (s.chan_stamp[c] == p) continue;
+              s.chan_stamp[c] = p;
+              s.chan_list[count++] = c;
+            }
+          }
+          add_flow(s.dest.data(), num_dest, timed(s.dest[0]) ? 0.0 : bytes, latency, s.chan_list.data(), count);
+        }
+        net_reschedule();
+      } else if (!broadcast) {
+        for (int32_t i = 0; i < num_dest; ++i) {
+          const int32_t e = s.dest[i];
+          const double bytes = s.dest_bytes[e], dur = duration(e, bytes);
+          const size_t pair = static_cast<size_t>(d) * D + e;
+          const int32_t* ch = route_ch_.data() + route_off_[pair];
+          const int32_t count = route_off_[pair + 1] - route_off_[pair];
+          double start = t;
+          for (int32_t c = 0; c < count; ++c) start = std::max(start, s.chan_free_s[ch[c]]);
+          const double end = start + dur;
+          hold_channels(ch, count, end, dur, bytes);
+          record(e, bytes, start, end);
+          sp.hold_until_s = std::max(sp.hold_until_s, end);
+          s.total_bytes += bytes;
+          ++s.transfers;
+        }
+      } else {
+        // One transfer over the union of the routes, as long as the slowest destination needs.
+        double bytes = 0, dur = 0, start = t;
+        int32_t count = 0;
+        for (int32_t i = 0; i < num_dest; ++i) bytes = std::max(bytes, s.dest_bytes[s.dest[i]]);
+        for (int32_t i = 0; i < num_dest; ++i) {
+          const int32_t e = s.dest[i];
+          dur = std::max(dur, duration(e, bytes));
+          const size_t pair = static_cast<size_t>(d) * D + e;
+          for (int32_t r = route_off_[pair]; r < route_off_[pair + 1]; ++r) {
+            const int32_t c = route_ch_[r];
+            if (s.chan_stamp[c] == p) continue;
+            s.chan_stamp[c] = p;
+            s.chan_list[count++] = c;
+            start = std::max(start, s.chan_free_s[c]);
+          }
+        }
+        const double end = start + dur;
+        hold_channels(s.chan_list.data(), count, end, dur, bytes);
+        for (int32_t i = 0; i < num_dest; ++i) record(s.dest[i], bytes, start, end);
+        sp.hold_until_s = end;
+        s.total_bytes += bytes;
+        ++s.transfers;
+      }
+    }
+
+    // Consumers: inputs arrive locally at t, remotely at the transfer's end; control edges at t.
+    for (int32_t k = ip.out_begin; k < ip.out_end; ++k) {
+      const OutSlot& o = outs[k];
+      const int32_t e = device_of[o.dst];
+      SimScratch::OpState& sc = state[o.dst];
+      double arrive = t, cp = cp_end;
+      if (e == d || o.bytes <= 0) {
+        s.xfer_of_in[o.in_pos] = -1;
+      } else {
+        s.xfer_of_in[o.in_pos] = s.dest_xfer[e];
+        const size_t pair = static_cast<size_t>(d) * D + e;
+        cp += edge_comm && !std::isnan(out_comm_s_[k]) ? out_comm_s_[k]
+                                                      : pair_latency_s_[pair] + o.bytes * pair_inv_bandwidth_[pair];
+        sc.cp_start_s = std::max(sc.cp_start_s, cp);
+        if (sharing) continue;  // the input arrives when its flow ends
+        arrive = s.arrival_s[e];
+      }
+      sc.ready_s = std::max(sc.ready_s, arrive);
+      sc.cp_start_s = std::max(sc.cp_start_s, cp);
+      if (--sc.pending == 0) make_ready(o.dst, e);
+    }
+    if (local == 0) free_output(p, d, t);
+
+    s.running[d] = -1;
+    s.next_kind[d] = kEnd;  // force schedule_wake to refresh the tree
+    schedule_wake(d);
+  }
+  mem_flush(kInf, true);
+
+  out.step_time_s = out.critical_path_s = out.total_bytes_moved = 0;
+  out.num_transfers = 0;
+  out.oom = false;
+  out.device_busy_s.assign(D, 0.0);
+  out.device_peak_bytes.assign(D, 0.0);
+  out.device_excess_bytes.assign(D, 0.0);
+  out.link_busy_s.assign(cluster_->num_links(), 0.0);
+  out.link_bytes.assign(cluster_->num_links(), 0.0);
+
+  if (s.done != n) throw Error(fmt::format("simulator: internal error, {} of {} ops ran", s.done, n));
+  out.step_time_s = s.makespan;
+  out.critical_path_s = s.critical;
+  out.total_bytes_moved = s.total_bytes;
+  out.num_transfers = s.transfers;
+  std::copy(s.busy.begin(), s.busy.end(), out.device_busy_s.begin());
+  for (int32_t d = 0; d < D; ++d) {
+    out.device_peak_bytes[d] = static_cast<double>(s.peak_s[d]);
+    out.device_excess_bytes[d] = std::max(0.0, out.device_peak_bytes[d] - cluster_->device(d).memory_bytes);
+    out.oom = out.oom || out.device_excess_bytes[d] > 0;
+  }
+  for (int32_t c = 0; c < channels_; ++c) {
+    out.link_busy_s[Cluster::channel_link(c)] += s.chan_busy_s[c];
+    out.link_bytes[Cluster::channel_link(c)] += s.chan_bytes[c];
+  }
+}
+
+}  // namespace placelab::sim

@@ -1,0 +1,196 @@
+// The discrete-event engine: given a placement (one device per op), it says when every op and transfer
+// happens and reports the facts (step time, busy times, peak memory, bytes moved, critical path). Built
+// once per (graph, cluster, cost model, options), it precomputes an op x device time table and flat
+// adjacency, so simulate() does no allocation with a caller-owned scratch. Semantics: docs/simulator.md.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "graphs/graph.h"
+#include "sim/cluster.h"
+#include "sim/cost_model.h"
+
+namespace placelab::sim {
+
+/** Which ready op a free device starts. */
+enum class Priority : uint8_t {
+  ready_time,  // earliest ready, then highest upward rank, then lowest op id (the default)
+  rank,        // highest upward rank among the ops ready when the device is free, then ready time, then op id
+};
+
+/** Knobs of the engine. */
+struct SimOptions {
+  /** Which ready op a free device starts. */
+  Priority priority = Priority::ready_time;
+  /** Use the graph's measured times per device kind when present (they then override the cost model). */
+  bool use_measured = true;
+  /** Use an edge's measured transfer time (comm_s) instead of latency + bytes / bandwidth when known. */
+  bool use_edge_comm = false;
+  /**
+   * Links share their bandwidth max-min fairly among the transfers crossing them at once, instead of
+   * serving them one at a time (FIFO); busy_after_s is ignored then.
+   */
+  bool share_bandwidth = false;
+};
+
+/** What one simulated step did; no rewards or penalties, only facts. */
+struct SimResult {
+  double step_time_s = 0;        // makespan: end of the last op
+  double critical_path_s = 0;    // longest path of op times plus idle-network transfer times (a lower bound)
+  double total_bytes_moved = 0;  // bytes of every transfer (once per destination device)
+  int64_t num_transfers = 0;
+  bool oom = false;                       // some device's peak exceeded its memory
+  std::vector<double> device_busy_s;      // time running ops (gaps excluded)
+  std::vector<double> device_peak_bytes;  // resident + activations + received copies + temp, at its peak
+  std::vector<double> device_excess_bytes;  // max(0, peak - capacity)
+  std::vector<double> link_busy_s;        // time transfers held the link (busy_after included), both directions summed
+  std::vector<double> link_bytes;         // bytes that crossed the link
+};
+
+/** The facts of `result` as one JSON object, with device and link names from `cluster`. */
+nlohmann::json result_to_json(const SimResult& result, const Cluster& cluster);
+
+/** Receives the schedule as it is decided (trace export, debugging); never called without being passed. */
+class SimObserver {
+ public:
+  virtual ~SimObserver() = default;
+  /** `op` runs on `device` from start_s to end_s. */
+  virtual void on_op(graphs::OpId op, int32_t device, double start_s, double end_s) = 0;
+  /** The output of `op` moves from `src` to `dst` (along the pair's route) from start_s to end_s. */
+  virtual void on_transfer(graphs::OpId op, int32_t src, int32_t dst, double start_s, double end_s, double bytes) = 0;
+};
+
+/** Per-thread working memory of simulate(); make one with Simulator::make_scratch(). */
+struct SimScratch;
+struct SimCheckpoints;
+struct ScratchPool;
+struct SimScratchDeleter {
+  void operator()(SimScratch* s) const;
+};
+using SimScratchPtr = std::unique_ptr<SimScratch, SimScratchDeleter>;
+
+class Simulator {
+ public:
+  /** Precomputes op times on every device; `graph` and `cluster` must outlive the simulator. */
+  Simulator(const graphs::Graph& graph, const Cluster& cluster,
+            std::shared_ptr<const CostModel> cost_model = default_cost_model(), SimOptions options = {});
+  // The simulator keeps references: temporaries would dangle.
+  Simulator(graphs::Graph&&, const Cluster&, std::shared_ptr<const CostModel> = {}, SimOptions = {}) = delete;
+  Simulator(const graphs::Graph&, Cluster&&, std::shared_ptr<const CostModel> = {}, SimOptions = {}) = delete;
+  ~Simulator();
+  Simulator(Simulator&&) noexcept;
+
+  const graphs::Graph& graph() const { return *graph_; }
+  const Cluster& cluster() const { return *cluster_; }
+  const SimOptions& options() const { return options_; }
+  const std::shared_ptr<const CostModel>& cost_model() const { return cost_model_; }
+  int32_t num_ops() const { return n_; }
+  int32_t num_devices() const { return devices_; }
+
+  /** Seconds `op` takes on device `d` (the precomputed table). */
+  double op_time_s(graphs::OpId op, int32_t d) const { return time_[static_cast<size_t>(op) * devices_ + d]; }
+  /** Placement-independent priority: mean op time over devices plus the largest rank of a successor. */
+  double upward_rank(graphs::OpId op) const { return rank_[op]; }
+
+  /** Throws placelab::Error for a wrong length, a device index out of range, or an op off its pinned kind. */
+  void check_placement(std::span<const int32_t> device_of) const;
+
+  /** Simulates one step of `device_of` (one device index per op). */
+  SimResult simulate(std::span<const int32_t> device_of, SimObserver* observer = nullptr) const;
+  /** The same into `out` with caller-owned scratch: no allocation once `out` has been used. */
+  void simulate(std::span<const int32_t> device_of, SimScratch& scratch, SimResult& out,
+                SimObserver* observer = nullptr) const;
+  /** Working memory for simulate(). */
+  SimScratchPtr make_scratch() const;
+
+  /** Simulates every placement, in parallel with oneTBB (per-thread scratch); equals one-by-one exactly. */
+  std::vector<SimResult> simulate_batch(std::span<const std::vector<int32_t>> placements) const;
+  /**
+   * The same into `results` (resized to match): reusing it, and this simulator's per-thread scratch,
+   * nothing is allocated per run. Thread-safe, like every const method.
+   */
+  void simulate_batch(std::span<const std::vector<int32_t>> placements, std::vector<SimResult>& results) const;
+
+ private:
+  friend class IncrementalSimulator;
+  /** One run; with `checkpoints`, saves the state every so many events; `fresh` = false resumes `s`. */
+  void run(std::span<const int32_t> device_of, SimScratch& s, SimResult& out, SimObserver* observer,
+           SimCheckpoints* checkpoints = nullptr, bool fresh = true) const;
+
+  const graphs::Graph* graph_;
+  const Cluster* cluster_;
+  std::unique_ptr<ScratchPool> pool_;  // per-thread scratch of simulate_batch, kept between calls
+  std::shared_ptr<const CostModel> cost_model_;
+  SimOptions options_;
+  int32_t n_ = 0, devices_ = 0, channels_ = 0;
+
+  // Hot per-op and per-edge data packed so that handling one op touches few cache lines.
+  struct OpInfo {
+    int64_t output_mem, temp_mem;  // whole bytes
+    double neg_rank;
+    int32_t out_begin, out_end, in_begin, in_end;
+  };
+  struct OutSlot {  // an out-edge of a producer
+    int32_t dst;
+    int32_t in_pos;  // position of the same edge among dst's in-slots
+    double bytes;
+  };
+  struct InSlot {  // an in-edge of a consumer
+    int32_t src;
+    int32_t unused;
+    double bytes;
+  };
+  std::vector<double> time_;  // n x devices
+  std::vector<double> rank_;
+  std::vector<int64_t> param_bytes_;  // memory in whole bytes
+  std::vector<int32_t> in_degree_;
+  std::vector<OpInfo> info_;
+  std::vector<OutSlot> out_;
+  std::vector<InSlot> in_;
+  std::vector<double> out_comm_s_;  // measured transfer time per out-slot (NaN when unknown)
+  // Device pairs: route latency and 1 / bottleneck bandwidth; route channels as in Cluster.
+  std::vector<double> pair_latency_s_, pair_inv_bandwidth_;
+  std::vector<int32_t> route_off_, route_ch_;
+  std::vector<double> channel_busy_after_s_, channel_bandwidth_;
+  std::vector<double> gap_after_op_s_;
+  std::vector<int32_t> device_kind_, op_pin_;  // kind indices; op_pin_ -1 = any, -2 = kind absent from cluster
+  std::vector<std::string> kinds_;
+};
+
+/**
+ * A placement that changes one op at a time (Placeto's MDP, local search). The state of the last run is
+ * saved every ~2n/checkpoints events; after a move the run resumes from the last saved state before the
+ * first input of the moved op was produced (nothing earlier depends on where that op is), so the result
+ * equals a full simulate() of the new placement bit for bit.
+ */
+class IncrementalSimulator {
+ public:
+  /** Simulates `device_of` fully (checked like simulate()); `simulator` must outlive this object. */
+  IncrementalSimulator(const Simulator& simulator, std::vector<int32_t> device_of, int32_t checkpoints = 4);
+  ~IncrementalSimulator();
+
+  const SimResult& result() const { return result_; }
+  std::span<const int32_t> placement() const { return device_of_; }
+  /** Moves `op` to `device` and re-simulates; throws placelab::Error for an invalid move. */
+  const SimResult& move(graphs::OpId op, int32_t device);
+  /** Fraction of the events of a full run that the last move replayed (1 for a full run). */
+  double last_replayed_fraction() const { return replayed_fraction_; }
+
+ private:
+  /** Applies the move of `op` from device `from` to `to` to a saved state from before its inputs ended. */
+  void relocate(SimScratch& s, graphs::OpId op, int32_t from, int32_t to) const;
+
+  const Simulator* sim_;
+  std::vector<int32_t> device_of_;
+  std::unique_ptr<SimCheckpoints> checkpoints_;
+  SimScratchPtr state_;
+  SimResult result_;
+  double replayed_fraction_ = 1;
+};
+
+}  // namespace placelab::sim

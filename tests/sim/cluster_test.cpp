@@ -1,0 +1,143 @@
+#include <catch2/catch.hpp>
+
+#include "graphs/error.h"
+#include "graphs/json_util.h"
+#include "sim/cluster.h"
+#include "sim/presets.h"
+#include "test_util.h"
+
+using namespace placelab;
+using namespace placelab::sim;
+using namespace placelab::sim::testing;
+
+namespace {
+
+const char* kCluster = R"({"format": "placelab.cluster", "version": 1, "name": "tiny",
+  "devices": [{"name": "gpu0", "kind": "v100", "peak_flops_per_s": 1e13, "memory_bandwidth_bytes_per_s": 9e11,
+               "memory_bytes": 1.6e10, "launch_overhead_s": 5e-6},
+              {"name": "gpu1", "kind": "v100", "peak_flops_per_s": 1e13, "memory_bandwidth_bytes_per_s": 9e11,
+               "memory_bytes": 1.6e10},
+              {"name": "cpu0", "kind": "cpu", "peak_flops_per_s": 1e12, "memory_bandwidth_bytes_per_s": 2e11,
+               "memory_bytes": 2.5e11, "efficiency": 0.5}],
+  "links": [{"name": "nv01", "ends": ["gpu0", "gpu1"], "bandwidth_bytes_per_s": 5e10, "latency_s": 1e-6},
+            {"name": "pcie0", "ends": ["gpu0", "sw"], "bandwidth_bytes_per_s": 1.6e10, "latency_s": 2e-6},
+            {"name": "pcie1", "ends": ["gpu1", "sw"], "bandwidth_bytes_per_s": 1.6e10, "latency_s": 2e-6},
+            {"name": "root", "ends": ["sw", "cpu0"], "bandwidth_bytes_per_s": 3.2e10, "latency_s": 1e-6,
+             "duplex": "half"}],
+  "routes": [{"src": "gpu1", "dst": "gpu0", "links": ["pcie1", "pcie0"]}]})";
+
+std::string error_of(const std::string& text) {
+  try {
+    cluster_from_json(io::parse_json(text, "c.json"), "c.json");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string replace(std::string s, const std::string& from, const std::string& to) {
+  auto pos = s.find(from);
+  REQUIRE(pos != std::string::npos);
+  return s.replace(pos, from.size(), to);
+}
+
+}  // namespace
+
+TEST_CASE("sim::Cluster: routes are shortest through switches, explicit ones win, directions are channels", "[sim]") {
+  Cluster c = cluster_from_json(io::parse_json(kCluster, "c.json"), "c.json");
+  REQUIRE(c.num_devices() == 3);
+  REQUIRE(c.num_links() == 4);
+  // gpu0 -> gpu1: the direct NVLink (1 hop), direction a->b.
+  CHECK(std::vector<int32_t>(c.route(0, 1).begin(), c.route(0, 1).end()) == std::vector<int32_t>{0});
+  // gpu1 -> gpu0: the explicit PCIe route, b->a on neither (pcie1 a->b, pcie0 b->a).
+  CHECK(std::vector<int32_t>(c.route(1, 0).begin(), c.route(1, 0).end()) == std::vector<int32_t>{2 * 2, 2 * 1 + 1});
+  // gpu0 -> cpu0: pcie0 a->b, then the half-duplex root (one channel for both directions).
+  CHECK(std::vector<int32_t>(c.route(0, 2).begin(), c.route(0, 2).end()) == std::vector<int32_t>{2, 6});
+  CHECK(std::vector<int32_t>(c.route(2, 0).begin(), c.route(2, 0).end()) == std::vector<int32_t>{6, 3});
+  CHECK(c.route(1, 1).empty());
+  CHECK(c.route_latency_s(0, 2) == Approx(3e-6));
+  CHECK(c.route_bandwidth_bytes_per_s(0, 2) == 1.6e10);
+  CHECK(c.transfer_time_s(0, 1, 5e10) == Approx(1 + 1e-6));
+  CHECK(c.kinds() == std::vector<std::string>{"v100", "cpu"});
+  CHECK(c.device(2).efficiency == 0.5);
+}
+
+TEST_CASE("sim::Cluster: placelab.cluster round trip is exact", "[sim]") {
+  Cluster c = cluster_from_json(io::parse_json(kCluster, "c.json"), "c.json");
+  nlohmann::json doc = cluster_to_json(c);
+  Cluster back = cluster_from_json(doc, "back");
+  CHECK(cluster_to_json(back) == doc);
+  for (int32_t s = 0; s < 3; ++s)
+    for (int32_t t = 0; t < 3; ++t)
+      CHECK(std::vector<int32_t>(back.route(s, t).begin(), back.route(s, t).end()) ==
+            std::vector<int32_t>(c.route(s, t).begin(), c.route(s, t).end()));
+}
+
+TEST_CASE("sim::Cluster: bad files name the JSON path and the fix", "[sim]") {
+  std::string text = kCluster;
+  CHECK_THAT(error_of(replace(text, "\"version\": 1", "\"version\": 2")),
+             Catch::Contains("version 2 is not supported (supported: 1)"));
+  CHECK_THAT(error_of(replace(text, "\"launch_overhead_s\": 5e-6", "\"launch_overhead_s\": 5e-6, \"speed\": 3")),
+             Catch::Contains("c.json: devices[0]: unknown field \"speed\""));
+  CHECK_THAT(error_of(replace(text, "\"memory_bytes\": 1.6e10, \"launch", "\"memory_bytes\": -1, \"launch")),
+             Catch::Contains("devices[0].memory_bytes: is -1, must be >= 0"));
+  CHECK_THAT(error_of(replace(text, "\"bandwidth_bytes_per_s\": 5e10", "\"bandwidth_bytes_per_s\": 0")),
+             Catch::Contains("links[0].bandwidth_bytes_per_s: must be > 0"));
+  CHECK_THAT(error_of(replace(text, "\"duplex\": \"half\"", "\"duplex\": \"simplex\"")),
+             Catch::Contains("links[3].duplex: is \"simplex\""));
+  // Without the root link the CPU is an island.
+  std::string island = replace(text, R"(,
+            {"name": "root", "ends": ["sw", "cpu0"], "bandwidth_bytes_per_s": 3.2e10, "latency_s": 1e-6,
+             "duplex": "half"})", "");
+  CHECK_THAT(error_of(island), Catch::Contains("device \"gpu0\" cannot reach \"cpu0\"; add a link or a route"));
+  CHECK_THAT(error_of(replace(text, "[\"pcie1\", \"pcie0\"]", "[\"pcie0\", \"pcie1\"]")),
+             Catch::Contains("route 0 (gpu1 -> gpu0): link \"pcie0\" does not touch \"gpu1\""));
+  CHECK_THAT(error_of(replace(text, "[\"pcie1\", \"pcie0\"]", "[\"pcie1\"]")),
+             Catch::Contains("the links end at \"sw\", not at \"gpu0\""));
+  CHECK_THAT(error_of(replace(text, "\"name\": \"gpu1\"", "\"name\": \"gpu0\"")), Catch::Contains("used twice"));
+  CHECK_THAT(error_of(replace(text, "\"efficiency\": 0.5", "\"efficiency\": 1.5")),
+             Catch::Contains("devices[2].efficiency: must be in (0, 1]"));
+}
+
+TEST_CASE("sim::Cluster: devices never forward traffic for other devices", "[sim]") {
+  ClusterSpec spec{.name = "line",
+                   .devices = {unit_device("a"), unit_device("b"), unit_device("c")},
+                   .links = {link("ab", "a", "b", 1, 0), link("bc", "b", "c", 1, 0)}};
+  CHECK_THROWS_WITH(Cluster(spec), Catch::Contains("device \"a\" cannot reach \"c\""));
+  spec.routes.push_back(RouteSpec{.src = "a", .dst = "c", .links = {"ab", "bc"}});
+  spec.routes.push_back(RouteSpec{.src = "c", .dst = "a", .links = {"bc", "ab"}});
+  Cluster c(spec);  // explicit routes may pass through a device
+  CHECK(c.route(0, 2).size() == 2);
+  CHECK(c.route(2, 0)[0] == 3);  // bc walked b<-c is the b->a channel of "bc"
+}
+
+TEST_CASE("sim::presets: every preset builds; DGX-1 routes use NVLink where it exists", "[sim]") {
+  std::vector<std::string> names = preset_names();
+  CHECK(names.size() >= 40);
+  for (const auto& name : names) {
+    Cluster c = make_preset(name);
+    CHECK(c.name() == name);
+    nlohmann::json doc = cluster_to_json(c);
+    CHECK(cluster_to_json(cluster_from_json(doc, name)) == doc);
+  }
+  Cluster dgx = make_preset("v100-nvlink-8");
+  CHECK(dgx.num_devices() == 8);
+  CHECK(dgx.route(0, 3).size() == 1);
+  CHECK(dgx.route_bandwidth_bytes_per_s(0, 3) == 50e9);  // two NVLink 2.0 links
+  CHECK(dgx.route_bandwidth_bytes_per_s(0, 1) == 25e9);
+  CHECK(dgx.route(0, 5).size() == 5);  // no NVLink: PCIe switch, socket, QPI, socket, switch
+  CHECK(dgx.route_bandwidth_bytes_per_s(0, 5) == 15.75e9);
+  Cluster h100 = make_preset("h100-8");
+  CHECK(h100.route(2, 6).size() == 2);  // through the NVSwitch
+  CHECK(h100.route_bandwidth_bytes_per_s(2, 6) == 450e9);
+  Cluster hetero = make_preset("cpu-gpu-4");
+  CHECK(hetero.kinds() == std::vector<std::string>{"cpu", "v100"});
+  Cluster placeto = make_preset("placeto-4");
+  CHECK(placeto.transfer_mode() == TransferMode::broadcast);
+  CHECK(placeto.route(1, 3).size() == 1);
+  CHECK(placeto.route(1, 3)[0] == placeto.route(1, 0)[0]);  // one outgoing bus per device
+  CHECK_THROWS_WITH(make_preset("v100-3"), Catch::Contains("unknown cluster preset \"v100-3\" (presets: k80-{1|2|4|8}"));
+  Cluster msr = msr_cluster(2, 1, 1e9);
+  CHECK(msr.kinds() == std::vector<std::string>{"accelerator", "cpu"});
+  CHECK(msr.device(1).memory_bytes == 1e9);
+}

@@ -1,0 +1,521 @@
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <numeric>
+
+#include "graphs/error.h"
+#include "sim/engine.h"
+#include "sim/placement.h"
+#include "sim/presets.h"
+#include "test_util.h"
+
+using namespace placelab;
+using namespace placelab::sim;
+using namespace placelab::sim::testing;
+
+namespace {
+
+struct Span {
+  int32_t device;
+  double start, end;
+};
+
+struct Recorder final : SimObserver {
+  std::map<std::string, Span> ops;
+  std::vector<std::tuple<std::string, int32_t, int32_t, double, double, double>> transfers;
+  const graphs::Graph* g;
+  explicit Recorder(const graphs::Graph& graph) : g(&graph) {}
+  void on_op(graphs::OpId op, int32_t device, double start_s, double end_s) override {
+    ops[g->op_name(op)] = Span{device, start_s, end_s};
+  }
+  void on_transfer(graphs::OpId op, int32_t src, int32_t dst, double start_s, double end_s, double bytes) override {
+    transfers.emplace_back(g->op_name(op), src, dst, start_s, end_s, bytes);
+  }
+};
+
+Cluster pair_cluster(double bandwidth, double latency, double memory = 1e12) {
+  return Cluster(ClusterSpec{.name = "pair",
+                             .devices = {unit_device("d0", memory), unit_device("d1", memory)},
+                             .links = {link("l01", "d0", "d1", bandwidth, latency)}});
+}
+
+}  // namespace
+
+TEST_CASE("sim::Simulator: chain on one device, with launch overhead and gap", "[sim][golden]") {
+  graphs::GraphBuilder b("chain");
+  b.add_op(op("a", 1));
+  b.add_op(op("b", 2));
+  b.add_op(op("c", 3));
+  b.add_edge(0, 1, 8);
+  b.add_edge(1, 2, 8);
+  graphs::Graph g = std::move(b).build();
+
+  SECTION("plain: the sum of op times") {
+    Cluster c(ClusterSpec{.name = "one", .devices = {unit_device("d0")}});
+    Simulator sim(g, c);
+    SimResult r = sim.simulate(std::vector<int32_t>{0, 0, 0});
+    CHECK(r.step_time_s == 6);
+    CHECK(r.critical_path_s == 6);
+    CHECK(r.device_busy_s[0] == 6);
+    CHECK(r.num_transfers == 0);
+  }
+  SECTION("0.5 s launch overhead per op and a 0.25 s gap after each op") {
+    Device d = unit_device("d0");
+    d.launch_overhead_s = 0.5;
+    d.gap_after_op_s = 0.25;
+    Cluster c(ClusterSpec{.name = "one", .devices = {d}});
+    Simulator sim(g, c);
+    Recorder rec(g);
+    SimResult r = sim.simulate(std::vector<int32_t>{0, 0, 0}, &rec);
+    // a 0-1.5, b 1.75-4.25, c 4.5-8
+    CHECK(rec.ops["b"].start == 1.75);
+    CHECK(rec.ops["c"].start == 4.5);
+    CHECK(r.step_time_s == 8);
+    CHECK(r.device_busy_s[0] == 7.5);
+    CHECK(r.critical_path_s == 7.5);  // gaps only delay the same device
+  }
+}
+
+TEST_CASE("sim::Simulator: fork over two devices pays latency plus bytes over bandwidth", "[sim][golden]") {
+  graphs::GraphBuilder b("fork");
+  b.add_op(op("a", 1, 100));
+  b.add_op(op("b", 2));
+  b.add_op(op("c", 3));
+  b.add_edge(0, 1, 100);
+  b.add_edge(0, 2, 100);
+  graphs::Graph g = std::move(b).build();
+  Cluster c = pair_cluster(100, 0.5);  // 100 bytes in 1 s after 0.5 s latency
+  Simulator sim(g, c);
+  Recorder rec(g);
+  SimResult r = sim.simulate(std::vector<int32_t>{0, 0, 1}, &rec);
+  // a 0-1 on d0; b 1-3 on d0; transfer 1-2.5; c 2.5-5.5 on d1.
+  CHECK(rec.ops["b"].start == 1);
+  CHECK(rec.ops["c"].start == 2.5);
+  CHECK(r.step_time_s == 5.5);
+  CHECK(r.critical_path_s == 5.5);
+  CHECK(r.total_bytes_moved == 100);
+  CHECK(r.num_transfers == 1);
+  CHECK(r.link_busy_s[0] == 1.5);
+  CHECK(r.link_bytes[0] == 100);
+  // a's output lives on d0 from 0 until b ends at 3; the copy on d1 from 1 until c ends.
+  CHECK(r.device_peak_bytes[0] == 100);
+  CHECK(r.device_peak_bytes[1] == 100);
+  CHECK_FALSE(r.oom);
+}
+
+TEST_CASE("sim::Simulator: two transfers contend FIFO for a shared link", "[sim][golden]") {
+  graphs::GraphBuilder b("join");
+  b.add_op(op("a", 1, 100));
+  b.add_op(op("b", 1, 100));
+  b.add_op(op("c", 1));
+  b.add_edge(0, 2, 100);
+  b.add_edge(1, 2, 100);
+  graphs::Graph g = std::move(b).build();
+  Cluster c(ClusterSpec{.name = "star",
+                        .devices = {unit_device("d0"), unit_device("d1"), unit_device("d2")},
+                        .links = {link("l0", "d0", "sw", 100, 0.25), link("l1", "d1", "sw", 100, 0.25),
+                                  link("l2", "sw", "d2", 100, 0.25)}});
+  Simulator sim(g, c);
+  Recorder rec(g);
+  SimResult r = sim.simulate(std::vector<int32_t>{0, 1, 2}, &rec);
+  // Both requested at t=1 (d0's end first: device order); a's holds l0 + l2 for 0.5 + 1 s: 1-2.5;
+  // b's waits for l2: 2.5-4; c 4-5.
+  REQUIRE(rec.transfers.size() == 2);
+  CHECK(std::get<3>(rec.transfers[0]) == 1);
+  CHECK(std::get<4>(rec.transfers[0]) == 2.5);
+  CHECK(std::get<3>(rec.transfers[1]) == 2.5);
+  CHECK(std::get<4>(rec.transfers[1]) == 4);
+  CHECK(rec.ops["c"].start == 4);
+  CHECK(r.step_time_s == 5);
+  CHECK(r.critical_path_s == 3.5);  // the idle-network bound: 1 + 1.5 + 1
+  CHECK(r.link_busy_s[2] == 3);
+  CHECK(r.link_bytes[2] == 200);
+  CHECK(r.link_bytes[0] == 100);
+
+  SECTION("full duplex: opposite directions do not contend; half duplex: they do") {
+    graphs::GraphBuilder b2("swap");
+    b2.add_op(op("x", 1, 100));
+    b2.add_op(op("y", 1, 100));
+    b2.add_op(op("x2", 1));
+    b2.add_op(op("y2", 1));
+    b2.add_edge(0, 3, 100);  // x on d0 -> y2 on d1
+    b2.add_edge(1, 2, 100);  // y on d1 -> x2 on d0
+    graphs::Graph g2 = std::move(b2).build();
+    std::vector<int32_t> place{0, 1, 0, 1};
+    Cluster full = pair_cluster(100, 0.5);
+    CHECK(Simulator(g2, full).simulate(place).step_time_s == 3.5);  // 1 + 1.5 + 1
+    ClusterSpec half_spec = full.spec();
+    half_spec.links[0].duplex = Duplex::half;
+    Cluster half(half_spec);
+    CHECK(Simulator(g2, half).simulate(place).step_time_s == 5);  // second transfer waits: 2.5-4, then 1 s
+  }
+}
+
+TEST_CASE("sim::Simulator: with bandwidth sharing, concurrent transfers split a link max-min fairly", "[sim][golden]") {
+  auto star = [] {
+    return Cluster(ClusterSpec{.name = "star",
+                               .devices = {unit_device("d0"), unit_device("d1"), unit_device("d2"), unit_device("d3")},
+                               .links = {link("l0", "d0", "sw", 100, 0.25), link("l1", "d1", "sw", 100, 0.25),
+                                         link("l2", "sw", "d2", 100, 0.25), link("l3", "sw", "d3", 100, 0.25)}});
+  };
+  Cluster c = star();
+  SimOptions sharing{.share_bandwidth = true};
+  SECTION("equal tensors: both at 50 B/s after the 0.5 s latency") {
+    graphs::GraphBuilder b("join");
+    b.add_op(op("a", 1, 100));
+    b.add_op(op("b", 1, 100));
+    b.add_op(op("c", 1));
+    b.add_edge(0, 2, 100);
+    b.add_edge(1, 2, 100);
+    graphs::Graph g = std::move(b).build();
+    Simulator sim(g, c, default_cost_model(), sharing);
+    Recorder rec(g);
+    SimResult r = sim.simulate(std::vector<int32_t>{0, 1, 2}, &rec);
+    // Both start at 1, pay 0.5 s of latency, then share l2: 100 bytes at 50 B/s: 1.5-3.5; c 3.5-4.5.
+    REQUIRE(rec.transfers.size() == 2);
+    CHECK(std::get<4>(rec.transfers[0]) == 3.5);
+    CHECK(std::get<4>(rec.transfers[1]) == 3.5);
+    CHECK(rec.ops["c"].start == 3.5);
+    CHECK(r.step_time_s == 4.5);  // FIFO: 5
+    CHECK(r.link_busy_s[2] == 2);
+    CHECK(r.link_bytes[2] == 200);
+    CHECK(r.device_peak_bytes[2] == 200);  // both copies from t = 1
+  }
+  SECTION("unequal tensors: the small one ends first and the big one speeds up") {
+    graphs::GraphBuilder b("join2");
+    b.add_op(op("a", 1, 100));
+    b.add_op(op("b", 1, 50));
+    b.add_op(op("c", 1));
+    b.add_op(op("x", 1, 100));  // on d3: its transfer from d0 shares l0 with a's
+    b.add_op(op("y", 1));
+    b.add_edge(0, 2, 100);
+    b.add_edge(1, 2, 50);
+    graphs::Graph g = std::move(b).build();
+    Simulator sim(g, c, default_cost_model(), sharing);
+    Recorder rec(g);
+    sim.simulate(std::vector<int32_t>{0, 1, 2, 3, 3}, &rec);
+    // From 1.5 both at 50 B/s; b's 50 bytes end at 2.5; a's last 50 bytes at 100 B/s end at 3.
+    REQUIRE(rec.transfers.size() == 2);
+    CHECK(std::get<0>(rec.transfers[0]) == "b");
+    CHECK(std::get<4>(rec.transfers[0]) == 2.5);
+    CHECK(std::get<4>(rec.transfers[1]) == 3);
+    CHECK(rec.ops["c"].start == 3);
+  }
+  SECTION("max-min: a flow held back elsewhere leaves its share to the others") {
+    // a (d0) sends to c, d, e on d2, d3, d4: three flows share l0 at 33.3 B/s. b (d1) -> c (d2) shares
+    // l2 with a's flow to c, which cannot use more than 33.3, so b gets the other 66.7 (not half).
+    ClusterSpec five = c.spec();
+    five.devices.push_back(unit_device("d4"));
+    five.links.push_back(link("l4", "sw", "d4", 100, 0.25));
+    Cluster c5(five);
+    graphs::GraphBuilder b("maxmin");
+    b.add_op(op("a", 1, 100));
+    b.add_op(op("b", 1, 100));
+    b.add_op(op("c", 1));
+    b.add_op(op("d", 1));
+    b.add_op(op("e", 1));
+    b.add_edge(0, 2, 100);
+    b.add_edge(0, 3, 100);
+    b.add_edge(0, 4, 100);
+    b.add_edge(1, 2, 100);
+    graphs::Graph g = std::move(b).build();
+    Simulator sim(g, c5, default_cost_model(), sharing);
+    Recorder rec(g);
+    SimResult r = sim.simulate(std::vector<int32_t>{0, 1, 2, 3, 4}, &rec);
+    REQUIRE(rec.transfers.size() == 4);
+    CHECK(std::get<0>(rec.transfers[0]) == "b");
+    CHECK(std::get<4>(rec.transfers[0]) == Approx(3.0));  // 100 bytes at 66.7 B/s from 1.5
+    for (int i = 1; i < 4; ++i) CHECK(std::get<4>(rec.transfers[i]) == Approx(4.5));  // 100 at 33.3 from 1.5
+    CHECK(r.step_time_s == Approx(5.5));
+  }
+}
+
+TEST_CASE("sim::Simulator: a multi-hop route holds every hop; latency adds, the slowest hop sets the rate", "[sim][golden]") {
+  graphs::GraphBuilder b("hop");
+  b.add_op(op("a", 1, 100));
+  b.add_op(op("b", 1));
+  b.add_edge(0, 1, 100);
+  graphs::Graph g = std::move(b).build();
+  Cluster c(ClusterSpec{.name = "line",
+                        .devices = {unit_device("d0"), unit_device("d1")},
+                        .links = {link("h0", "d0", "s1", 200, 0.1), link("h1", "s1", "s2", 100, 0.2),
+                                  link("h2", "s2", "d1", 400, 0.3)}});
+  Simulator sim(g, c);
+  Recorder rec(g);
+  SimResult r = sim.simulate(std::vector<int32_t>{0, 1}, &rec);
+  // 0.6 s latency + 100 bytes / 100 B/s = 1.6 s: transfer 1-2.6, b 2.6-3.6.
+  CHECK(rec.ops["b"].start == Approx(2.6));
+  CHECK(r.step_time_s == Approx(3.6));
+  for (int l = 0; l < 3; ++l) {
+    CHECK(r.link_busy_s[l] == Approx(1.6));
+    CHECK(r.link_bytes[l] == 100);
+  }
+}
+
+TEST_CASE("sim::Simulator: memory peak counts resident, activations until the last local consumer, temp", "[sim][golden]") {
+  graphs::GraphBuilder b("mem");
+  graphs::OpSpec a = op("a", 1, 10);
+  a.param_bytes = 100;
+  a.temp_bytes = 5;
+  graphs::OpSpec bb = op("b", 1, 20);
+  bb.temp_bytes = 7;
+  graphs::OpSpec c = op("c", 1, 0);
+  c.temp_bytes = 50;
+  b.add_op(a);
+  b.add_op(bb);
+  b.add_op(c);
+  b.add_edge(0, 1, 10);
+  b.add_edge(1, 2, 20);
+  SECTION("a read by b only: freed when b ends") {
+    graphs::Graph g = std::move(b).build();
+    Cluster one(ClusterSpec{.name = "one", .devices = {unit_device("d0", 1000)}});
+    // 100 resident; a: +15 -> 115; b: +27 -> 137 (peak); b ends: -7 -10 -> 120; c: +50 -> 170 (peak).
+    CHECK(Simulator(g, one).simulate(std::vector<int32_t>{0, 0, 0}).device_peak_bytes[0] == 170);
+  }
+  SECTION("a also read by c: held until c ends, and an OOM is reported with its excess") {
+    b.add_edge(0, 2, 10);
+    graphs::Graph g = std::move(b).build();
+    Cluster one(ClusterSpec{.name = "one", .devices = {unit_device("d0", 1000)}});
+    SimResult r = Simulator(g, one).simulate(std::vector<int32_t>{0, 0, 0});
+    CHECK(r.device_peak_bytes[0] == 180);
+    CHECK_FALSE(r.oom);
+    Cluster small(ClusterSpec{.name = "small", .devices = {unit_device("d0", 150)}});
+    SimResult o = Simulator(g, small).simulate(std::vector<int32_t>{0, 0, 0});
+    CHECK(o.oom);
+    CHECK(o.device_excess_bytes[0] == 30);
+    CHECK(o.step_time_s == r.step_time_s);  // the run completes as if memory were enough
+  }
+}
+
+TEST_CASE("sim::Simulator: received copies live from transfer start to their last local consumer", "[sim][golden]") {
+  graphs::GraphBuilder b("recv");
+  b.add_op(op("a", 1, 100));
+  graphs::OpSpec big = op("big", 4, 0);
+  big.temp_bytes = 1000;
+  b.add_op(op("c1", 1, 0));
+  b.add_op(op("c2", 1, 0));
+  b.add_op(big);
+  b.add_edge(0, 1, 100);
+  b.add_edge(0, 2, 100);
+  graphs::Graph g = std::move(b).build();
+  Cluster c = pair_cluster(100, 0);
+  Recorder rec(g);
+  // big runs 0-4 on d1; a 0-1 on d0; transfer 1-2 (one for both consumers); c1 4-5, c2 5-6 on d1.
+  SimResult r = Simulator(g, c).simulate(std::vector<int32_t>{0, 1, 1, 1}, &rec);
+  CHECK(r.num_transfers == 1);
+  CHECK(rec.ops["c2"].start == 5);
+  CHECK(r.device_peak_bytes[1] == 1100);  // the copy (from t=1) overlaps big's temp (until 4)
+  CHECK(r.device_peak_bytes[0] == 100);
+}
+
+TEST_CASE("sim::Simulator: the placeto preset broadcasts once, gaps 5.7 us, holds the bus 25 us more", "[sim][golden]") {
+  auto timed = [](std::string name, double us, double out_bytes) {
+    graphs::OpSpec s = op(std::move(name), 0, out_bytes);
+    s.measured_s = {{"k80", us * 1e-6}};
+    return s;
+  };
+  graphs::GraphBuilder b("placeto");
+  b.add_op(timed("a", 10, 76000));  // 76000 bytes at 7600 bytes/us: 10 us
+  b.add_op(timed("b", 20, 0));
+  b.add_op(timed("c", 30, 0));
+  b.add_op(timed("d", 5, 76000));
+  b.add_op(timed("e", 1, 0));
+  b.add_edge(0, 1, 76000);
+  b.add_edge(0, 2, 76000);
+  b.add_edge(0, 3, 76000);
+  b.add_edge(3, 4, 76000);
+  graphs::Graph g = std::move(b).build();
+  Cluster c = make_preset("placeto-4");
+  Simulator sim(g, c);
+  Recorder rec(g);
+  SimResult r = sim.simulate(std::vector<int32_t>{0, 1, 2, 0, 1}, &rec);
+  // a 0-10; one transfer to gpu1 and gpu2 10-20, bus0 busy until 45; d 15.7-20.7 (gap);
+  // b 20-40, c 20-50; d's transfer waits for bus0: 45-55; e 55-56.
+  CHECK(rec.ops["d"].start == Approx(15.7e-6));
+  CHECK(rec.ops["b"].start == Approx(20e-6));
+  CHECK(rec.ops["c"].start == Approx(20e-6));
+  CHECK(rec.ops["e"].start == Approx(55e-6));
+  CHECK(r.step_time_s == Approx(56e-6));
+  CHECK(r.num_transfers == 2);
+  CHECK(r.total_bytes_moved == 2 * 76000);
+  CHECK(r.link_busy_s[0] == Approx(70e-6));  // 2 x (10 + 25) us
+}
+
+TEST_CASE("sim::Simulator: priority by ready time (default) or by upward rank", "[sim][golden]") {
+  graphs::GraphBuilder b("prio");
+  b.add_op(op("busy", 5));  // d0 is busy until 5
+  b.add_op(op("p1", 1));    // d1: p1 0-1, p2 1-3
+  b.add_op(op("p2", 2));
+  b.add_op(op("x", 1));     // d0, ready at 1, nothing after it: rank 1
+  b.add_op(op("y", 1));     // d0, ready at 3, then z: rank 11
+  b.add_op(op("z", 10));    // d1
+  b.add_edge(1, 2, 0);
+  b.add_edge(1, 3, 0);      // control edges: no transfers
+  b.add_edge(2, 4, 0);
+  b.add_edge(4, 5, 0);
+  graphs::Graph g = std::move(b).build();
+  Cluster c = pair_cluster(1, 0);
+  std::vector<int32_t> place{0, 1, 1, 0, 0, 1};
+  SECTION("ready time first: x (ready at 1) before y (ready at 3)") {
+    Simulator sim(g, c);
+    CHECK(sim.upward_rank(4) == 11);
+    Recorder rec(g);
+    SimResult r = sim.simulate(place, &rec);
+    CHECK(rec.ops["x"].start == 5);
+    CHECK(rec.ops["y"].start == 6);
+    CHECK(r.step_time_s == 17);
+  }
+  SECTION("rank first: y (rank 11) before x (rank 1), both ready when d0 frees at 5") {
+    Simulator sim(g, c, default_cost_model(), SimOptions{.priority = Priority::rank});
+    Recorder rec(g);
+    SimResult r = sim.simulate(place, &rec);
+    CHECK(rec.ops["y"].start == 5);
+    CHECK(rec.ops["x"].start == 6);
+    CHECK(r.step_time_s == 16);
+  }
+}
+
+TEST_CASE("sim::Simulator: invalid placements are errors naming the op", "[sim]") {
+  graphs::GraphBuilder b("pin");
+  b.add_op(op("a", 1));
+  graphs::OpSpec p = op("p", 1);
+  p.pinned_kind = "cpu";
+  b.add_op(p);
+  graphs::Graph g = std::move(b).build();
+  Cluster c = pair_cluster(1, 0);
+  Simulator sim(g, c);
+  CHECK_THROWS_WITH(sim.simulate(std::vector<int32_t>{0}), Catch::Contains("placement has 1 entries but graph \"pin\" has 2 ops"));
+  CHECK_THROWS_WITH(sim.simulate(std::vector<int32_t>{0, 2}), Catch::Contains("op \"p\" is on device 2"));
+  CHECK_THROWS_WITH(sim.simulate(std::vector<int32_t>{0, 1}),
+                    Catch::Contains("op \"p\" is pinned to kind \"cpu\" but placed on \"d1\" (kind \"unit\")"));
+  std::mt19937_64 rng(1);
+  CHECK_THROWS_WITH(random_placement(sim, rng), Catch::Contains("pinned to kind \"cpu\" but cluster \"pair\" has none"));
+}
+
+TEST_CASE("sim::Simulator: invariants on seeded random graphs", "[sim]") {
+  Cluster c = make_preset("v100-nvlink-8");
+  for (uint64_t seed : {1, 2, 3}) {
+    graphs::Graph g = random_dag(300, seed);
+    Simulator sim(g, c, default_cost_model(), SimOptions{.share_bandwidth = seed == 3});
+    std::mt19937_64 rng(seed);
+    for (int trial = 0; trial < 5; ++trial) {
+      std::vector<int32_t> place = random_placement(sim, rng);
+      SimResult r = sim.simulate(place);
+      double work = 0;
+      for (graphs::OpId op = 0; op < g.num_ops(); ++op) work += sim.op_time_s(op, place[op]);
+      CHECK(r.step_time_s >= r.critical_path_s * (1 - 1e-12));
+      CHECK(r.step_time_s >= work / c.num_devices() * (1 - 1e-12));
+      CHECK(std::accumulate(r.device_busy_s.begin(), r.device_busy_s.end(), 0.0) == Approx(work));
+      SimResult again = sim.simulate(place);  // deterministic, bit for bit
+      CHECK(again.step_time_s == r.step_time_s);
+      CHECK(again.device_peak_bytes == r.device_peak_bytes);
+      CHECK(again.link_bytes == r.link_bytes);
+      for (double peak : r.device_peak_bytes) CHECK(peak >= 0);
+    }
+    // One device: the sum of op times plus a gap after every op but the last.
+    std::vector<int32_t> all0(g.num_ops(), 0);
+    ClusterSpec gapped = c.spec();
+    gapped.devices[0].gap_after_op_s = 1e-3;
+    Cluster cg(gapped);
+    Simulator sim_gap(g, cg);
+    double work = 0;
+    for (graphs::OpId op = 0; op < g.num_ops(); ++op) work += sim_gap.op_time_s(op, 0);
+    CHECK(sim_gap.simulate(all0).step_time_s == Approx(work + (g.num_ops() - 1) * 1e-3).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("sim::Simulator: simulate_batch equals one-by-one", "[sim]") {
+  graphs::Graph g = random_dag(400, 7);
+  Cluster c = make_preset("a100-4");
+  Simulator sim(g, c);
+  std::mt19937_64 rng(7);
+  std::vector<std::vector<int32_t>> places;
+  for (int i = 0; i < 16; ++i) places.push_back(random_placement(sim, rng));
+  std::vector<SimResult> batch = sim.simulate_batch(places);
+  REQUIRE(batch.size() == places.size());
+  std::vector<SimResult> again(3);  // reused results and per-thread scratch give the same numbers
+  sim.simulate_batch(places, again);
+  REQUIRE(again.size() == places.size());
+  Simulator moved = std::move(sim);  // the scratch pool moves along
+  moved.simulate_batch(places, again);
+  for (size_t i = 0; i < places.size(); ++i) CHECK(again[i].step_time_s == batch[i].step_time_s);
+  SimScratchPtr scratch = moved.make_scratch();
+  SimResult one;
+  for (size_t i = 0; i < places.size(); ++i) {
+    moved.simulate(places[i], *scratch, one);  // reused scratch: no state leaks between runs
+    CHECK(batch[i].step_time_s == one.step_time_s);
+    CHECK(batch[i].critical_path_s == one.critical_path_s);
+    CHECK(batch[i].device_peak_bytes == one.device_peak_bytes);
+    CHECK(batch[i].link_busy_s == one.link_busy_s);
+    CHECK(batch[i].total_bytes_moved == one.total_bytes_moved);
+  }
+}
+
+TEST_CASE("sim::IncrementalSimulator: every move equals a full simulation, bit for bit", "[sim]") {
+  graphs::Graph g = random_dag(300, 11);
+  const std::vector<std::pair<const char*, SimOptions>> variants = {
+      {"v100-nvlink-4", {}},
+      {"placeto-4", {}},
+      {"v100-nvlink-4", {.priority = Priority::rank}},
+      {"v100-nvlink-4", {.share_bandwidth = true}},
+      {"placeto-4", {.priority = Priority::rank, .share_bandwidth = true}}};
+  for (const auto& [preset, options] : variants) {
+    Cluster c = make_preset(preset);
+    Simulator sim(g, c, default_cost_model(), options);
+    std::mt19937_64 rng(11);
+    IncrementalSimulator inc(sim, random_placement(sim, rng), 8);
+    CHECK(inc.result().step_time_s == sim.simulate(inc.placement()).step_time_s);
+    double replayed = 0;
+    for (int move = 0; move < 60; ++move) {
+      // Ops late in the graph, early ones, and sources (op 0) all get moved.
+      graphs::OpId op = move % 10 == 0 ? 0 : static_cast<graphs::OpId>(rng() % static_cast<uint64_t>(g.num_ops()));
+      int32_t device = static_cast<int32_t>(rng() % static_cast<uint64_t>(c.num_devices()));
+      const SimResult& r = inc.move(op, device);
+      replayed += inc.last_replayed_fraction();
+      SimResult full = sim.simulate(inc.placement());
+      REQUIRE(r.step_time_s == full.step_time_s);
+      REQUIRE(r.critical_path_s == full.critical_path_s);
+      REQUIRE(r.device_busy_s == full.device_busy_s);
+      REQUIRE(r.device_peak_bytes == full.device_peak_bytes);
+      REQUIRE(r.link_busy_s == full.link_busy_s);
+      REQUIRE(r.link_bytes == full.link_bytes);
+      REQUIRE(r.total_bytes_moved == full.total_bytes_moved);
+      REQUIRE(r.num_transfers == full.num_transfers);
+    }
+    CHECK(replayed / 60 < 0.9);  // the saved prefix is really reused
+  }
+  Cluster c = make_preset("a100-2");
+  Simulator sim(g, c);
+  IncrementalSimulator inc(sim, std::vector<int32_t>(g.num_ops(), 0));
+  CHECK_THROWS_WITH(inc.move(5, 2), Catch::Contains("op \"op5\" is on device 2"));
+  CHECK(inc.placement()[5] == 0);  // a refused move changes nothing
+}
+
+TEST_CASE("sim::Simulator: many devices (event tree) and few (event scan) give the same schedule", "[sim]") {
+  auto star = [](int n) {
+    ClusterSpec spec{.name = "star" + std::to_string(n)};
+    for (int d = 0; d < n; ++d) {
+      spec.devices.push_back(unit_device("d" + std::to_string(d), 5000));
+      spec.links.push_back(link("l" + std::to_string(d), "d" + std::to_string(d), "sw", 100, 0.1));
+    }
+    return Cluster(spec);
+  };
+  graphs::Graph g = random_dag(250, 5);
+  Cluster few = star(8), many = star(40);
+  for (SimOptions options : {SimOptions{}, SimOptions{.share_bandwidth = true}}) {
+    Simulator a(g, few, default_cost_model(), options), b(g, many, default_cost_model(), options);
+    std::mt19937_64 rng(5);
+    for (int trial = 0; trial < 3; ++trial) {
+      std::vector<int32_t> place = random_placement(a, rng);  // devices 0..7 only
+      SimResult ra = a.simulate(place), rb = b.simulate(place);
+      CHECK(ra.step_time_s == rb.step_time_s);
+      CHECK(ra.critical_path_s == rb.critical_path_s);
+      CHECK(ra.total_bytes_moved == rb.total_bytes_moved);
+      for (int d = 0; d < 8; ++d) {
+        CHECK(ra.device_peak_bytes[d] == rb.device_peak_bytes[d]);
+        CHECK(ra.link_busy_s[d] == rb.link_busy_s[d]);
+      }
+      CHECK(rb.device_busy_s[20] == 0);
+    }
+  }
+}

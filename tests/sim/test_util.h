@@ -1,0 +1,52 @@
+// Small clusters and graphs whose schedules can be checked by hand: devices run 1 FLOP/s with unit
+// efficiency and no memory-bound ops, so an op with `flops = 3` takes exactly 3 s (plus overheads).
+#pragma once
+
+#include <algorithm>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "graphs/graph.h"
+#include "sim/cluster.h"
+
+namespace placelab::sim::testing {
+
+inline Device unit_device(std::string name, double memory_bytes = 1e12) {
+  return Device{.name = std::move(name), .kind = "unit", .peak_flops_per_s = 1, .memory_bandwidth_bytes_per_s = 1e30,
+                .memory_bytes = memory_bytes};
+}
+
+inline Link link(std::string name, std::string a, std::string b, double bandwidth, double latency) {
+  return Link{.name = std::move(name), .end_a = std::move(a), .end_b = std::move(b),
+              .bandwidth_bytes_per_s = bandwidth, .latency_s = latency};
+}
+
+inline graphs::OpSpec op(std::string name, double flops, double output_bytes = 0) {
+  return graphs::OpSpec{.name = std::move(name), .type = "Op", .flops = flops, .output_bytes = output_bytes};
+}
+
+/** A seeded random DAG: each op reads up to 3 earlier ops; some edges are control edges. */
+inline graphs::Graph random_dag(int n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  auto uniform = [&](double lo, double hi) { return lo + (hi - lo) * static_cast<double>(rng() >> 11) * 0x1.0p-53; };
+  graphs::GraphBuilder b("random" + std::to_string(seed));
+  for (int i = 0; i < n; ++i) {
+    graphs::OpSpec s = op("op" + std::to_string(i), uniform(0.1, 10), uniform(0, 1000));
+    s.param_bytes = uniform(0, 500);
+    s.temp_bytes = uniform(0, 100);
+    b.add_op(std::move(s));
+    if (i == 0) continue;
+    int preds = 1 + static_cast<int>(rng() % 3);
+    std::vector<int> used;
+    for (int k = 0; k < preds; ++k) {
+      int src = static_cast<int>(rng() % static_cast<uint64_t>(i));
+      if (std::find(used.begin(), used.end(), src) != used.end()) continue;
+      used.push_back(src);
+      b.add_edge(src, i, rng() % 5 == 0 ? 0.0 : b.op(src).output_bytes);
+    }
+  }
+  return std::move(b).build();
+}
+
+}  // namespace placelab::sim::testing
