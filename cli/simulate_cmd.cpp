@@ -1,0 +1,148 @@
+// placelab simulate --graph G --cluster C (--placement P | --random N [--seed S]) [--trace F] [--json]
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "cli/common.h"
+#include "graphs/error.h"
+#include "sim/engine.h"
+#include "sim/placement.h"
+#include "sim/presets.h"
+#include "sim/trace.h"
+
+namespace placelab::cli {
+
+namespace {
+
+struct SimulateArgs {
+  std::string graph, cluster, placement, trace, profile, priority = "ready_time";
+  int64_t random = 0;
+  uint64_t seed = 1;
+  bool json = false, edge_comm = false, no_measured = false, share_bandwidth = false;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t h = v.size() / 2;
+  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
+}
+
+void print_result(const sim::SimResult& r, const sim::Cluster& c) {
+  fmt::print("step time      {:>12}\n", human(r.step_time_s, "s"));
+  fmt::print("critical path  {:>12}  (idle-network lower bound)\n", human(r.critical_path_s, "s"));
+  fmt::print("bytes moved    {:>12}  in {} transfers\n", human(r.total_bytes_moved, "B"), r.num_transfers);
+  fmt::print("  {:<10} {:<10} {:>12} {:>12} {:>12}  {}\n", "device", "kind", "busy", "peak mem", "capacity", "");
+  for (int32_t d = 0; d < c.num_devices(); ++d)
+    fmt::print("  {:<10} {:<10} {:>12} {:>12} {:>12}  {}\n", c.device(d).name, c.device(d).kind,
+               human(r.device_busy_s[d], "s"), human(r.device_peak_bytes[d], "B"), human(c.device(d).memory_bytes, "B"),
+               r.device_excess_bytes[d] > 0 ? "OUT OF MEMORY by " + human(r.device_excess_bytes[d], "B") : "");
+  bool header = false;
+  for (int32_t l = 0; l < c.num_links(); ++l) {
+    if (r.link_bytes[l] <= 0) continue;
+    if (!header) fmt::print("  {:<22} {:>12} {:>12}\n", "link", "busy", "bytes");
+    header = true;
+    fmt::print("  {:<22} {:>12} {:>12}\n", c.link(l).name, human(r.link_busy_s[l], "s"), human(r.link_bytes[l], "B"));
+  }
+}
+
+void run(const SimulateArgs& a) {
+  if (a.placement.empty() == (a.random == 0))
+    throw Error("simulate: give exactly one of --placement P or --random N (random placements, with --seed S)");
+  if (a.random < 0) throw Error(fmt::format("simulate: --random is {}, must be > 0", a.random));
+  graphs::Graph g = load_graph(a.graph);
+  sim::Cluster c = sim::load_cluster(a.cluster);
+  std::shared_ptr<const sim::CostModel> cost = sim::default_cost_model();
+  if (!a.profile.empty()) cost = sim::read_profile(a.profile, cost);
+  sim::Priority priority = sim::Priority::ready_time;
+  if (a.priority == "rank") priority = sim::Priority::rank;
+  else if (a.priority != "ready_time")
+    throw Error(fmt::format("simulate: --priority is \"{}\", expected ready_time or rank", a.priority));
+  sim::Simulator simulator(
+      g, c, cost, sim::SimOptions{.priority = priority,
+                                   .use_measured = !a.no_measured,
+                                   .use_edge_comm = a.edge_comm,
+                                   .share_bandwidth = a.share_bandwidth});
+
+  if (!a.placement.empty()) {
+    sim::Placement p = sim::read_placement(a.placement);
+    if (!p.graph.empty() && p.graph != g.name())
+      fmt::print(stderr, "placelab: warning: {} was made for graph \"{}\", simulating \"{}\"\n", a.placement, p.graph, g.name());
+    if (!p.cluster.empty() && p.cluster != c.name())
+      fmt::print(stderr, "placelab: warning: {} was made for cluster \"{}\", simulating \"{}\"\n", a.placement, p.cluster, c.name());
+    sim::TraceRecorder trace(simulator);
+    sim::SimResult r = simulator.simulate(p.device_of, a.trace.empty() ? nullptr : &trace);
+    if (!a.trace.empty()) trace.write_chrome(a.trace);
+    if (a.json) {
+      nlohmann::json doc = sim::result_to_json(r, c);
+      doc["graph"] = g.name();
+      doc["cluster"] = c.name();
+      return print_json(doc);
+    }
+    return print_result(r, c);
+  }
+
+  // Random placements: the spread of step times and the speed of one simulation.
+  std::mt19937_64 rng(a.seed);
+  std::vector<std::vector<int32_t>> places;
+  for (int64_t i = 0; i < a.random; ++i) places.push_back(sim::random_placement(simulator, rng));
+  auto scratch = simulator.make_scratch();
+  sim::SimResult r;
+  std::vector<double> step_s, sim_s;
+  int64_t ooms = 0;
+  for (const auto& p : places) {
+    auto t0 = std::chrono::steady_clock::now();
+    simulator.simulate(p, *scratch, r);
+    sim_s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    step_s.push_back(r.step_time_s);
+    ooms += r.oom;
+  }
+  if (!a.trace.empty()) {
+    sim::TraceRecorder trace(simulator);
+    simulator.simulate(places[0], &trace);
+    trace.write_chrome(a.trace);
+  }
+  const double sim_median_s = median(sim_s);
+  const double ops_per_s = g.num_ops() / sim_median_s;
+  if (a.json)
+    return print_json({{"graph", g.name()},
+                       {"cluster", c.name()},
+                       {"ops", g.num_ops()},
+                       {"placements", a.random},
+                       {"seed", a.seed},
+                       {"step_time_s_min", *std::min_element(step_s.begin(), step_s.end())},
+                       {"step_time_s_median", median(step_s)},
+                       {"step_time_s_max", *std::max_element(step_s.begin(), step_s.end())},
+                       {"oom_placements", ooms},
+                       {"sim_ms_median", sim_median_s * 1e3},
+                       {"ops_per_s", ops_per_s}});
+  fmt::print("{} random placements of {} ({} ops) on {} (seed {})\n", a.random, g.name(), g.num_ops(), c.name(), a.seed);
+  fmt::print("step time      min {}  median {}  max {}\n", human(*std::min_element(step_s.begin(), step_s.end()), "s"),
+             human(median(step_s), "s"), human(*std::max_element(step_s.begin(), step_s.end()), "s"));
+  fmt::print("out of memory  {} of {}\n", ooms, a.random);
+  fmt::print("simulation     {:.3f} ms median, {} ops/s\n", sim_median_s * 1e3, human(ops_per_s));
+}
+
+}  // namespace
+
+void add_simulate_command(CLI::App& app) {
+  auto args = std::make_shared<SimulateArgs>();
+  CLI::App* cmd = app.add_subcommand("simulate", "Simulate one training or inference step of a placement");
+  cmd->add_option("--graph", args->graph, "Graph file or zoo name (NAME[:key=value,...])")->required();
+  cmd->add_option("--cluster", args->cluster, "Cluster file or preset name (placelab cluster --list)")->required();
+  cmd->add_option("--placement", args->placement, "A placelab.placement file");
+  cmd->add_option("--random", args->random, "Simulate N uniformly random placements instead");
+  cmd->add_option("--seed", args->seed, "Seed of the random placements (default 1)");
+  cmd->add_option("--trace", args->trace, "Write a Chrome trace-event JSON (Perfetto) of the (first) placement");
+  cmd->add_option("--profile", args->profile, "A placelab.profile table overriding the roofline model");
+  cmd->add_option("--priority", args->priority, "Which ready op a free device starts: ready_time (default) or rank");
+  cmd->add_flag("--share-bandwidth", args->share_bandwidth, "Links share bandwidth max-min fairly instead of FIFO");
+  cmd->add_flag("--edge-comm", args->edge_comm, "Use the graph's measured edge transfer times where present");
+  cmd->add_flag("--no-measured", args->no_measured, "Ignore the graph's measured op times");
+  cmd->add_flag("--json", args->json, "Print the result as one JSON object");
+  cmd->callback([args] { run(*args); });
+}
+
+}  // namespace placelab::cli
