@@ -15,9 +15,11 @@
 #include "graphs/graph.h"
 #include "graphs/msr.h"
 #include "graphs/training.h"
+#include "tests/test_util.h"
 
 using namespace placelab;
 using namespace placelab::graphs;
+using placelab::testing::error_of;
 
 namespace {
 
@@ -150,15 +152,6 @@ void check_coarsening(const Graph& g, const Coarsening& c, uint64_t seed) {
   std::vector<int32_t> device = expand_placement(coarse_device, c);
   REQUIRE(device.size() == c.group_of.size());
   for (OpId o = 0; o < g.num_ops(); ++o) CHECK(device[o] == coarse_device[c.group_of[o]]);
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace

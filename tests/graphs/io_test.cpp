@@ -7,9 +7,11 @@
 #include "graphs/error.h"
 #include "graphs/io.h"
 #include "graphs/json_util.h"
+#include "tests/test_util.h"
 
 using namespace placelab;
 using namespace placelab::graphs;
+using placelab::testing::replace_once;
 
 namespace {
 
@@ -21,18 +23,7 @@ const char* kValid = R"({"format": "placelab.graph", "version": 1, "name": "tiny
   "edges": [{"src": 0, "dst": 1, "bytes": 4096}, {"src": "w", "dst": "g", "bytes": 0.5, "comm_s": 0.25}]})";
 
 std::string error_of(const std::string& text) {
-  try {
-    graph_from_json(io::parse_json(text, "in.json"), "in.json");
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-std::string replace(std::string s, const std::string& from, const std::string& to) {
-  auto pos = s.find(from);
-  REQUIRE(pos != std::string::npos);
-  return s.replace(pos, from.size(), to);
+  return placelab::testing::error_of([&] { graph_from_json(io::parse_json(text, "in.json"), "in.json"); });
 }
 
 }  // namespace
@@ -70,48 +61,48 @@ TEST_CASE("graphs::io: placelab.graph round trip is exact", "[graphs][io]") {
 TEST_CASE("graphs::io: bad graph files give one-line errors naming the place", "[graphs][io]") {
   std::string v = kValid;
   SECTION("cycle") {
-    CHECK_THAT(error_of(replace(v, R"({"src": 0, "dst": 1, "bytes": 4096})",
+    CHECK_THAT(error_of(replace_once(v, R"({"src": 0, "dst": 1, "bytes": 4096})",
                                 R"({"src": 0, "dst": 1}, {"src": 2, "dst": 0})")),
                Catch::Contains("in.json: graph \"tiny\": has a cycle"));
   }
   SECTION("dangling edge") {
-    CHECK_THAT(error_of(replace(v, R"("dst": 1, "bytes": 4096)", R"("dst": 9)")),
+    CHECK_THAT(error_of(replace_once(v, R"("dst": 1, "bytes": 4096)", R"("dst": 9)")),
                Catch::Contains("in.json: edges[0].dst: op index 9 does not exist"));
-    CHECK_THAT(error_of(replace(v, R"("dst": "g")", R"("dst": "nope")")),
+    CHECK_THAT(error_of(replace_once(v, R"("dst": "g")", R"("dst": "nope")")),
                Catch::Contains("edges[1].dst: no op is named \"nope\""));
   }
   SECTION("duplicate name") {
-    CHECK_THAT(error_of(replace(v, R"("name": "g")", R"("name": "x")")),
+    CHECK_THAT(error_of(replace_once(v, R"("name": "g")", R"("name": "x")")),
                Catch::Contains("in.json: ops[2].name: duplicate op name \"x\""));
   }
   SECTION("negative, NaN and infinite numbers") {
-    CHECK_THAT(error_of(replace(v, "2e9", "-2e9")), Catch::Contains("ops[1].flops: is -2000000000, must be >= 0"));
-    CHECK_THAT(error_of(replace(v, "2e9", "NaN")), Catch::Contains("in.json: invalid JSON") && Catch::Contains("NaN and Infinity are not valid JSON"));
-    CHECK_THAT(error_of(replace(v, "2e9", "-Infinity")), Catch::Contains("NaN and Infinity are not valid JSON"));
-    CHECK_THAT(error_of(replace(v, "2e9", "1e999")), Catch::Contains("in.json: invalid JSON"));
-    CHECK_THAT(error_of(replace(v, "0.0015", "-1")), Catch::Contains("ops[1].measured_s.gpu: is -1"));
+    CHECK_THAT(error_of(replace_once(v, "2e9", "-2e9")), Catch::Contains("ops[1].flops: is -2000000000, must be >= 0"));
+    CHECK_THAT(error_of(replace_once(v, "2e9", "NaN")), Catch::Contains("in.json: invalid JSON") && Catch::Contains("NaN and Infinity are not valid JSON"));
+    CHECK_THAT(error_of(replace_once(v, "2e9", "-Infinity")), Catch::Contains("NaN and Infinity are not valid JSON"));
+    CHECK_THAT(error_of(replace_once(v, "2e9", "1e999")), Catch::Contains("in.json: invalid JSON"));
+    CHECK_THAT(error_of(replace_once(v, "0.0015", "-1")), Catch::Contains("ops[1].measured_s.gpu: is -1"));
   }
   SECTION("unknown field") {
-    CHECK_THAT(error_of(replace(v, R"("flops": 2e9)", R"("flop": 2e9)")),
+    CHECK_THAT(error_of(replace_once(v, R"("flops": 2e9)", R"("flop": 2e9)")),
                Catch::Contains("ops[1]: unknown field \"flop\" (known fields: name, type"));
-    CHECK_THAT(error_of(replace(v, R"("name": "tiny")", R"("name": "tiny", "extra": 1)")),
+    CHECK_THAT(error_of(replace_once(v, R"("name": "tiny")", R"("name": "tiny", "extra": 1)")),
                Catch::Contains("in.json: unknown field \"extra\""));
   }
   SECTION("missing field") {
-    CHECK_THAT(error_of(replace(v, R"("name": "tiny",)", "")), Catch::Contains("in.json: missing field \"name\""));
-    CHECK_THAT(error_of(replace(v, R"("name": "x", )", "")), Catch::Contains("ops[0]: missing field \"name\""));
+    CHECK_THAT(error_of(replace_once(v, R"("name": "tiny",)", "")), Catch::Contains("in.json: missing field \"name\""));
+    CHECK_THAT(error_of(replace_once(v, R"("name": "x", )", "")), Catch::Contains("ops[0]: missing field \"name\""));
   }
   SECTION("wrong types") {
-    CHECK_THAT(error_of(replace(v, "2e9", "\"lots\"")), Catch::Contains("ops[1].flops: expected a number, got a string"));
-    CHECK_THAT(error_of(replace(v, R"("colocation": 3, "layer")", R"("colocation": 3.5, "layer")")),
+    CHECK_THAT(error_of(replace_once(v, "2e9", "\"lots\"")), Catch::Contains("ops[1].flops: expected a number, got a string"));
+    CHECK_THAT(error_of(replace_once(v, R"("colocation": 3, "layer")", R"("colocation": 3.5, "layer")")),
                Catch::Contains("ops[1].colocation: expected an integer, got 3.5"));
-    CHECK_THAT(error_of(replace(v, R"("phase": "backward")", R"("phase": "sideways")")),
+    CHECK_THAT(error_of(replace_once(v, R"("phase": "backward")", R"("phase": "sideways")")),
                Catch::Contains("ops[2].phase: unknown phase \"sideways\""));
   }
   SECTION("wrong format or version") {
-    CHECK_THAT(error_of(replace(v, "placelab.graph", "placelab.cluster")),
+    CHECK_THAT(error_of(replace_once(v, "placelab.graph", "placelab.cluster")),
                Catch::Contains("format is \"placelab.cluster\", expected \"placelab.graph\""));
-    CHECK_THAT(error_of(replace(v, R"("version": 1)", R"("version": 7)")),
+    CHECK_THAT(error_of(replace_once(v, R"("version": 1)", R"("version": 7)")),
                Catch::Contains("placelab.graph version 7 is not supported (supported: 1)"));
     CHECK_THAT(error_of("[1, 2]"), Catch::Contains("in.json: expected an object, got an array"));
   }

@@ -10,9 +10,11 @@
 #include "graphs/error.h"
 #include "graphs/json_util.h"
 #include "graphs/msr.h"
+#include "tests/test_util.h"
 
 using namespace placelab;
 using namespace placelab::graphs;
+using placelab::testing::replace_once;
 using nlohmann::json;
 
 namespace {
@@ -78,12 +80,6 @@ const char* kSmall = R"({"maxSizePerFPGA": 100, "maxFPGAs": 2, "maxCPUs": 1,
     {"sourceId": 10, "destId": 20, "cost": 0.125, "size": 64},
     {"sourceId": 10, "destId": 30, "cost": 0.125},
     {"sourceId": 20, "destId": 30, "cost": 1}]})";
-
-std::string replace(std::string text, const std::string& from, const std::string& to) {
-  auto pos = text.find(from);
-  REQUIRE(pos != std::string::npos);
-  return text.replace(pos, from.size(), to);
-}
 
 }  // namespace
 
@@ -230,36 +226,36 @@ TEST_CASE("graphs::msr_from_json: bad instances name the file, JSON path and msr
     INFO(msg);
     for (const char* p : parts) CHECK(msg.find(p) != std::string::npos);
   };
-  has(msr_error(replace(s, R"("id": 20)", R"("id": 10)")), {"bad.json: nodes[1].id", "duplicate msr node id 10"});
-  has(msr_error(replace(s, R"("sourceId": 20)", R"("sourceId": 21)")),
+  has(msr_error(replace_once(s, R"("id": 20)", R"("id": 10)")), {"bad.json: nodes[1].id", "duplicate msr node id 10"});
+  has(msr_error(replace_once(s, R"("sourceId": 20)", R"("sourceId": 21)")),
       {"bad.json: edges[2].sourceId", "msr id 21", "dangling"});
-  has(msr_error(replace(s, R"("sourceId": 20, "destId": 30)", R"("sourceId": 20, "destId": 20)")),
+  has(msr_error(replace_once(s, R"("sourceId": 20, "destId": 30)", R"("sourceId": 20, "destId": 20)")),
       {"edges[2]", "self-loop", "20"});
-  has(msr_error(replace(s, R"("sourceId": 20, "destId": 30)", R"("sourceId": 10, "destId": 30)")),
+  has(msr_error(replace_once(s, R"("sourceId": 20, "destId": 30)", R"("sourceId": 10, "destId": 30)")),
       {"edges[2]", "duplicates"});
-  has(msr_error(replace(s, R"("sourceId": 10, "destId": 30, "cost": 0.125)",
+  has(msr_error(replace_once(s, R"("sourceId": 10, "destId": 30, "cost": 0.125)",
                         R"("sourceId": 10, "destId": 30, "cost": 0.5)")),
       {"edges[1].cost", "edges[0]", "msr node id 10"});
-  has(msr_error(replace(s, R"("sourceId": 20, "destId": 30, "cost": 1)", R"("sourceId": 30, "destId": 20, "cost": 1)")),
+  has(msr_error(replace_once(s, R"("sourceId": 20, "destId": 30, "cost": 1)", R"("sourceId": 30, "destId": 20, "cost": 1)")),
       {"edges[2]", "backward msr node id 30", "forward msr node id 20"});
-  has(msr_error(replace(s, R"("layerId": 2)", R"("layerId": 2, "flops": 3)")),
+  has(msr_error(replace_once(s, R"("layerId": 2)", R"("layerId": 2, "flops": 3)")),
       {"bad.json: nodes[0]", "unknown field \"flops\""});
-  has(msr_error(replace(s, R"("size": 64)", R"("bytes": 64)")), {"edges[0]", "unknown field \"bytes\""});
-  has(msr_error(replace(s, R"("maxCPUs": 1,)", R"("maxCPUs": 1, "extra": 0,)")), {"unknown field \"extra\""});
-  has(msr_error(replace(s, R"("isBackwardNode": false)", R"("isBackwardNode": 2)")),
+  has(msr_error(replace_once(s, R"("size": 64)", R"("bytes": 64)")), {"edges[0]", "unknown field \"bytes\""});
+  has(msr_error(replace_once(s, R"("maxCPUs": 1,)", R"("maxCPUs": 1, "extra": 0,)")), {"unknown field \"extra\""});
+  has(msr_error(replace_once(s, R"("isBackwardNode": false)", R"("isBackwardNode": 2)")),
       {"nodes[1].isBackwardNode", "true/false", "msr node id 20"});
-  has(msr_error(replace(s, R"("cpuLatency": 2.5)", R"("cpuLatency": -2.5)")),
+  has(msr_error(replace_once(s, R"("cpuLatency": 2.5)", R"("cpuLatency": -2.5)")),
       {"nodes[1].cpuLatency", ">= 0", "msr node id 20"});
-  has(msr_error(replace(s, R"("fpgaLatency": 0.25, )", "")), {"nodes[1]", "missing field \"fpgaLatency\"", "20"});
-  has(msr_error(replace(s, R"("colorClass": 3, "size": 40, "layerId": 2)", R"("colorClass": -3)")),
+  has(msr_error(replace_once(s, R"("fpgaLatency": 0.25, )", "")), {"nodes[1]", "missing field \"fpgaLatency\"", "20"});
+  has(msr_error(replace_once(s, R"("colorClass": 3, "size": 40, "layerId": 2)", R"("colorClass": -3)")),
       {"nodes[0].colorClass", "-3"});
-  has(msr_error(replace(s, R"("maxFPGAs": 2)", R"("maxFPGAs": 2.5)")), {"maxFPGAs", "integer"});
-  has(msr_error(replace(s, R"("id": 20, )", R"("id": 20, "name": "Conv1", )")),
+  has(msr_error(replace_once(s, R"("maxFPGAs": 2)", R"("maxFPGAs": 2.5)")), {"maxFPGAs", "integer"});
+  has(msr_error(replace_once(s, R"("id": 20, )", R"("id": 20, "name": "Conv1", )")),
       {"nodes[1]", "duplicate name \"Conv1\""});
   // A cycle through three edges: 10 -> 20 -> 40 -> 10 (the builder names the ops on it).
-  std::string cyclic = replace(s, R"("edges": [)", R"("edges": [{"sourceId": 20, "destId": 40, "cost": 1},
+  std::string cyclic = replace_once(s, R"("edges": [)", R"("edges": [{"sourceId": 20, "destId": 40, "cost": 1},
     {"sourceId": 40, "destId": 10, "cost": 0},)");
-  cyclic = replace(cyclic, R"("nodes": [)", R"("nodes": [{"id": 40, "supportedOnFpga": 1, "cpuLatency": 0,
+  cyclic = replace_once(cyclic, R"("nodes": [)", R"("nodes": [{"id": 40, "supportedOnFpga": 1, "cpuLatency": 0,
     "fpgaLatency": 0, "isBackwardNode": 0},)");
   has(msr_error(cyclic), {"bad.json", "cycle", "\"node40\"", "\"Conv1\""});
   has(msr_error(R"({"maxSizePerFPGA": 1, "maxFPGAs": 1, "maxCPUs": 1, "nodes": [], "edges": []})"),

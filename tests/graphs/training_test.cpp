@@ -8,6 +8,7 @@
 #include "graphs/error.h"
 #include "graphs/graph.h"
 #include "graphs/training.h"
+#include "tests/test_util.h"
 
 using namespace placelab;
 using namespace placelab::graphs;
@@ -34,12 +35,7 @@ std::set<std::tuple<std::string, std::string, double>> edge_set(const Graph& g) 
 }
 
 std::string error_of(const Graph& g, const TrainingOptions& options = {}) {
-  try {
-    expand_training(g, options);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return placelab::testing::error_of([&] { expand_training(g, options); });
 }
 
 }  // namespace

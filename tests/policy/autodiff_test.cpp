@@ -9,9 +9,11 @@
 #include "graphs/error.h"
 #include "policy/autodiff/ops.h"
 #include "tests/policy/gradcheck.h"
+#include "tests/test_util.h"
 
 using namespace placelab;
 using namespace placelab::autodiff;
+using placelab::testing::error_of;
 using placelab::test::gradcheck;
 using placelab::test::random_matrix;
 
@@ -29,15 +31,6 @@ CsrPtr weighted_csr() {
   auto csr = std::make_shared<Csr>(Csr::from_lists(5, {{0, 1, 4}, {2}, {}, {3, 0}}));
   csr->values = {0.5f, -1.25f, 2.0f, 0.75f, 1.5f, -0.5f};
   return csr;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace

@@ -12,9 +12,11 @@
 #include "policy/nn/lstm.h"
 #include "policy/nn/optim.h"
 #include "tests/policy/gradcheck.h"
+#include "tests/test_util.h"
 
 using namespace placelab;
 using namespace placelab::nn;
+using placelab::testing::error_of;
 using autodiff::CsrPtr;
 using autodiff::MatrixD;
 using autodiff::MatrixF;
@@ -42,15 +44,6 @@ graphs::Graph small_graph() {
     b.add_edge(s, d, 4);
   }
   return std::move(b).build();
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace

@@ -5,10 +5,12 @@
 #include "sim/cluster.h"
 #include "sim/presets.h"
 #include "test_util.h"
+#include "tests/test_util.h"
 
 using namespace placelab;
 using namespace placelab::sim;
 using namespace placelab::sim::testing;
+using placelab::testing::replace_once;
 
 namespace {
 
@@ -27,18 +29,7 @@ const char* kCluster = R"({"format": "placelab.cluster", "version": 1, "name": "
   "routes": [{"src": "gpu1", "dst": "gpu0", "links": ["pcie1", "pcie0"]}]})";
 
 std::string error_of(const std::string& text) {
-  try {
-    cluster_from_json(io::parse_json(text, "c.json"), "c.json");
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-std::string replace(std::string s, const std::string& from, const std::string& to) {
-  auto pos = s.find(from);
-  REQUIRE(pos != std::string::npos);
-  return s.replace(pos, from.size(), to);
+  return placelab::testing::error_of([&] { cluster_from_json(io::parse_json(text, "c.json"), "c.json"); });
 }
 
 }  // namespace
@@ -75,27 +66,27 @@ TEST_CASE("sim::Cluster: placelab.cluster round trip is exact", "[sim]") {
 
 TEST_CASE("sim::Cluster: bad files name the JSON path and the fix", "[sim]") {
   std::string text = kCluster;
-  CHECK_THAT(error_of(replace(text, "\"version\": 1", "\"version\": 2")),
+  CHECK_THAT(error_of(replace_once(text, "\"version\": 1", "\"version\": 2")),
              Catch::Contains("version 2 is not supported (supported: 1)"));
-  CHECK_THAT(error_of(replace(text, "\"launch_overhead_s\": 5e-6", "\"launch_overhead_s\": 5e-6, \"speed\": 3")),
+  CHECK_THAT(error_of(replace_once(text, "\"launch_overhead_s\": 5e-6", "\"launch_overhead_s\": 5e-6, \"speed\": 3")),
              Catch::Contains("c.json: devices[0]: unknown field \"speed\""));
-  CHECK_THAT(error_of(replace(text, "\"memory_bytes\": 1.6e10, \"launch", "\"memory_bytes\": -1, \"launch")),
+  CHECK_THAT(error_of(replace_once(text, "\"memory_bytes\": 1.6e10, \"launch", "\"memory_bytes\": -1, \"launch")),
              Catch::Contains("devices[0].memory_bytes: is -1, must be >= 0"));
-  CHECK_THAT(error_of(replace(text, "\"bandwidth_bytes_per_s\": 5e10", "\"bandwidth_bytes_per_s\": 0")),
+  CHECK_THAT(error_of(replace_once(text, "\"bandwidth_bytes_per_s\": 5e10", "\"bandwidth_bytes_per_s\": 0")),
              Catch::Contains("links[0].bandwidth_bytes_per_s: must be > 0"));
-  CHECK_THAT(error_of(replace(text, "\"duplex\": \"half\"", "\"duplex\": \"simplex\"")),
+  CHECK_THAT(error_of(replace_once(text, "\"duplex\": \"half\"", "\"duplex\": \"simplex\"")),
              Catch::Contains("links[3].duplex: is \"simplex\""));
   // Without the root link the CPU is an island.
-  std::string island = replace(text, R"(,
+  std::string island = replace_once(text, R"(,
             {"name": "root", "ends": ["sw", "cpu0"], "bandwidth_bytes_per_s": 3.2e10, "latency_s": 1e-6,
              "duplex": "half"})", "");
   CHECK_THAT(error_of(island), Catch::Contains("device \"gpu0\" cannot reach \"cpu0\"; add a link or a route"));
-  CHECK_THAT(error_of(replace(text, "[\"pcie1\", \"pcie0\"]", "[\"pcie0\", \"pcie1\"]")),
+  CHECK_THAT(error_of(replace_once(text, "[\"pcie1\", \"pcie0\"]", "[\"pcie0\", \"pcie1\"]")),
              Catch::Contains("route 0 (gpu1 -> gpu0): link \"pcie0\" does not touch \"gpu1\""));
-  CHECK_THAT(error_of(replace(text, "[\"pcie1\", \"pcie0\"]", "[\"pcie1\"]")),
+  CHECK_THAT(error_of(replace_once(text, "[\"pcie1\", \"pcie0\"]", "[\"pcie1\"]")),
              Catch::Contains("the links end at \"sw\", not at \"gpu0\""));
-  CHECK_THAT(error_of(replace(text, "\"name\": \"gpu1\"", "\"name\": \"gpu0\"")), Catch::Contains("used twice"));
-  CHECK_THAT(error_of(replace(text, "\"efficiency\": 0.5", "\"efficiency\": 1.5")),
+  CHECK_THAT(error_of(replace_once(text, "\"name\": \"gpu1\"", "\"name\": \"gpu0\"")), Catch::Contains("used twice"));
+  CHECK_THAT(error_of(replace_once(text, "\"efficiency\": 0.5", "\"efficiency\": 1.5")),
              Catch::Contains("devices[2].efficiency: must be in (0, 1]"));
 }
 

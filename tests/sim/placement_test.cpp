@@ -8,6 +8,7 @@
 #include "sim/placement.h"
 #include "sim/presets.h"
 #include "test_util.h"
+#include "tests/test_util.h"
 
 using namespace placelab;
 using namespace placelab::sim;
@@ -16,12 +17,7 @@ using namespace placelab::sim::testing;
 namespace {
 
 std::string error_of(const std::string& text) {
-  try {
-    placement_from_json(io::parse_json(text, "p.json"), "p.json");
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return placelab::testing::error_of([&] { placement_from_json(io::parse_json(text, "p.json"), "p.json"); });
 }
 
 }  // namespace

@@ -1,0 +1,30 @@
+// Helpers shared by every test program: catching placelab::Error messages and editing JSON texts.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "graphs/error.h"
+
+namespace placelab::testing {
+
+/** The message of the placelab::Error that `f` throws, or "" when it throws none. */
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+/** `text` with the first `from` replaced by `to`; fails the test when `from` is absent. */
+inline std::string replace_once(std::string text, const std::string& from, const std::string& to) {
+  auto pos = text.find(from);
+  REQUIRE(pos != std::string::npos);
+  return text.replace(pos, from.size(), to);
+}
+
+}  // namespace placelab::testing
