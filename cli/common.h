@@ -27,6 +27,8 @@ std::string human(double value, std::string_view unit = "");
 
 // Each verb adds its subcommand; its callback runs the verb (errors propagate as placelab::Error).
 void add_graph_command(CLI::App& app);
+void add_place_command(CLI::App& app);
+void add_compare_command(CLI::App& app);
 void add_cluster_command(CLI::App& app);
 void add_simulate_command(CLI::App& app);
 

@@ -13,6 +13,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "placelab 0.1.0");
   placelab::cli::add_graph_command(app);
+  placelab::cli::add_place_command(app);
+  placelab::cli::add_compare_command(app);
   placelab::cli::add_cluster_command(app);
   placelab::cli::add_simulate_command(app);
   try {

@@ -1,0 +1,84 @@
+// placelab compare --graph G --cluster C [--placers a,b,c] [--seed S] [--json] [--list]
+#include <algorithm>
+#include <memory>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "cli/common.h"
+#include "cli/placing.h"
+#include "graphs/error.h"
+#include "sim/presets.h"
+
+namespace placelab::cli {
+
+namespace {
+
+// The placers that finish in seconds on zoo graphs: the default rows of a comparison.
+const std::vector<std::string> kFastPlacers = {"single_device", "round_robin", "random", "human_expert", "metis",
+                                               "scotch",        "heft",        "m_topo", "m_etf",        "m_sct"};
+
+struct CompareArgs {
+  std::string graph = "inception_v3:training=1", cluster = "v100-nvlink-4", placers;
+  uint64_t seed = 1;
+  bool json = false, list = false;
+};
+
+std::vector<std::string> split_names(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  for (std::string name; std::getline(in, name, ',');)
+    if (!name.empty()) out.push_back(name);
+  if (out.empty()) throw Error(fmt::format("compare: --placers \"{}\" names no placer (e.g. --placers heft,metis)", text));
+  return out;
+}
+
+void run(const CompareArgs& a) {
+  if (a.list) {
+    for (const auto& p : policy::placers()) fmt::print("{:<16} {}\n", p.name, p.summary);
+    return;
+  }
+  std::vector<std::string> names;
+  if (a.placers.empty()) {
+    for (const auto& name : kFastPlacers)
+      for (const auto& p : policy::placers())
+        if (p.name == name) names.push_back(name);
+  } else {
+    names = split_names(a.placers);
+    for (const auto& name : names) policy::make_placer(name);  // unknown names fail before any work
+  }
+  graphs::Graph g = load_graph(a.graph);
+  sim::Cluster c = sim::load_cluster(a.cluster);
+  sim::Simulator simulator(g, c);
+  nlohmann::json rows = nlohmann::json::array();
+  std::vector<PlacerRun> runs;
+  for (const auto& name : names) {
+    fmt::print(stderr, "compare: {} ({} of {})\n", name, runs.size() + 1, names.size());
+    runs.push_back(run_placer(simulator, name, nlohmann::json::object(), a.seed));
+    rows.push_back(run_to_json(runs.back(), c));
+  }
+  if (a.json) return print_json({{"graph", g.name()}, {"cluster", c.name()}, {"seed", a.seed}, {"rows", rows}});
+  fmt::print("{} ({} ops) on {}\n", g.name(), g.num_ops(), c.name());
+  fmt::print("{:<16} {:>12} {:>12} {:>5} {:>12} {:>12}\n", "placer", "step time", "peak mem", "OOM", "bytes moved",
+             "place time");
+  for (const auto& r : runs)
+    fmt::print("{:<16} {:>12} {:>12} {:>5} {:>12} {:>12}\n", r.placer, human(r.sim.step_time_s, "s"),
+               human(*std::max_element(r.sim.device_peak_bytes.begin(), r.sim.device_peak_bytes.end()), "B"),
+               r.sim.oom ? "yes" : "no", human(r.sim.total_bytes_moved, "B"), human(r.placement_time_s, "s"));
+}
+
+}  // namespace
+
+void add_compare_command(CLI::App& app) {
+  auto args = std::make_shared<CompareArgs>();
+  CLI::App* cmd = app.add_subcommand("compare", "Run several placers on one graph and cluster and tabulate the results");
+  cmd->add_option("--graph", args->graph, "Graph file or zoo name (NAME[:key=value,...]); default inception_v3:training=1");
+  cmd->add_option("--cluster", args->cluster, "Cluster file or preset name; default v100-nvlink-4");
+  cmd->add_option("--placers", args->placers, "Comma-separated placer names (default: every fast placer)");
+  cmd->add_option("--seed", args->seed, "Seed of the placers' random choices (default 1)");
+  cmd->add_flag("--json", args->json, "Print the table as one JSON object");
+  cmd->add_flag("--list", args->list, "List every registered placer");
+  cmd->callback([args] { run(*args); });
+}
+
+}  // namespace placelab::cli

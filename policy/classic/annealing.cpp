@@ -1,0 +1,105 @@
+// Simulated annealing over placements (FlexFlow's MCMC search, Jia et al. 2019): from the best of a few
+// fast heuristics, move one colocation class to another device, re-simulate incrementally (only the
+// events after the moved ops' inputs are replayed), and accept by the Metropolis rule. Returns the best
+// placement seen, so it is never worse than its start. Cost: step time, doubled (and more) when out of memory.
+// The temperature cools geometrically to 1% of its start over the step budget.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "policy/classic/units.h"
+
+namespace placelab::policy {
+
+namespace {
+
+double cost_of(const sim::SimResult& r, const sim::Cluster& c) {
+  if (!r.oom) return r.step_time_s;
+  double excess = 0, capacity = 0;
+  for (int32_t d = 0; d < c.num_devices(); ++d) excess += r.device_excess_bytes[d], capacity += c.device(d).memory_bytes;
+  return r.step_time_s * (2 + excess / std::max(capacity, 1.0));
+}
+
+class AnnealingPlacer final : public Placer {
+ public:
+  PlaceResult place(const PlaceRequest& request) const override {
+    check_options("annealing", request.options, {"steps", "seconds", "temperature"});
+    const int64_t steps = option_int("annealing", request.options, "steps", 1000);
+    const double seconds = option_number("annealing", request.options, "seconds", 0);
+    const double temperature = option_number("annealing", request.options, "temperature", 0.002);
+    const sim::Simulator& sim = request.simulator;
+    const sim::Cluster& c = request.cluster();
+    const auto t0 = std::chrono::steady_clock::now();
+
+    // The start: the best of a few fast heuristics.
+    std::string start_name;
+    std::vector<int32_t> start;
+    double start_cost = 0;
+    for (const char* name : {"single_device", "human_expert", "metis", "scotch", "heft", "m_topo"}) {
+      PlaceRequest sub{sim, nlohmann::json::object(), request.seed, {}};
+      std::vector<int32_t> p = make_placer(name)->place(sub).device_of;
+      const double cost = cost_of(sim.simulate(p), c);
+      if (start.empty() || cost < start_cost) start_name = name, start = std::move(p), start_cost = cost;
+    }
+    request.report(fmt::format("start {} at {:.6g} s", start_name, start_cost));
+
+    Units units(sim);
+    std::vector<std::vector<int32_t>> allowed(units.num_units());
+    std::vector<int32_t> movable;  // units with a choice
+    for (int32_t u = 0; u < units.num_units(); ++u) {
+      allowed[u] = units.allowed_devices(u);
+      std::sort(allowed[u].begin(), allowed[u].end());
+      if (allowed[u].size() > 1) movable.push_back(u);
+    }
+    sim::IncrementalSimulator state(sim, start);
+    std::mt19937_64 rng(request.seed);
+    double current = start_cost, best = start_cost;
+    std::vector<int32_t> best_placement = start;
+    int64_t done = 0, accepted = 0, improved = 0;
+    auto move_unit = [&](int32_t u, int32_t d) -> const sim::SimResult& {
+      for (graphs::OpId op : units.ops(u)) state.move(op, d);
+      return state.result();
+    };
+    for (; done < steps && !movable.empty(); ++done) {
+      if (seconds > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() >= seconds) break;
+      const int32_t u = movable[uniform_index(rng, static_cast<int32_t>(movable.size()))];
+      const int32_t from = state.placement()[units.ops(u)[0]];
+      // Uniform over the allowed devices other than `from` (the list is sorted and holds `from`).
+      size_t k = static_cast<size_t>(uniform_index(rng, static_cast<int32_t>(allowed[u].size()) - 1));
+      if (allowed[u][k] >= from) ++k;
+      const int32_t to = allowed[u][k];
+      const double cost = cost_of(move_unit(u, to), c);
+      const double delta = cost - current;
+      // Geometric cooling from `temperature` (a fraction of the start cost) to 1% of it over the steps.
+      const double t = temperature * start_cost * std::pow(0.01, static_cast<double>(done) / static_cast<double>(steps));
+      if (delta <= 0 || (t > 0 && uniform_unit(rng) < std::exp(-delta / t))) {
+        current = cost;
+        ++accepted;
+        if (cost < best) {
+          best = cost;
+          best_placement.assign(state.placement().begin(), state.placement().end());
+          ++improved;
+        }
+      } else {
+        move_unit(u, from);
+      }
+      if (steps >= 10 && (done + 1) % (steps / 10) == 0)
+        request.report(fmt::format("step {} of {}: best {:.6g} s", done + 1, steps, best));
+    }
+    return {std::move(best_placement),
+            {{"start", start_name},
+             {"start_cost_s", start_cost},
+             {"best_cost_s", best},
+             {"steps", done},
+             {"accepted", accepted},
+             {"improvements", improved}}};
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Placer> make_annealing_placer() { return std::make_unique<AnnealingPlacer>(); }
+
+}  // namespace placelab::policy

@@ -1,0 +1,202 @@
+// The human experts' placements the papers compare against, keyed by the zoo graph's name: GNMT, RNNLM
+// and the NMT family layer-wise over the GPUs with the attention and softmax (the last `layer`) on the last
+// GPU (Wu et al. 2016, as GDP and Placeto ran it); Inception-v3 and ResNet-50 on one GPU; Transformer-XL,
+// WaveNet, AmoebaNet, NASNet and BERT in contiguous blocks of layers balanced by compute; any other graph
+// in contiguous balanced blocks of its topological order. Training graphs follow their forward ops through
+// colocation. With {"split_file": F}, an msr-dnn-partitioning human-expert split (Tarnawski et al.).
+#include <algorithm>
+#include <filesystem>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "graphs/error.h"
+#include "graphs/msr.h"
+#include "policy/classic/units.h"
+
+namespace placelab::policy {
+
+namespace {
+
+enum class Rule { layer_wise, one_gpu, layer_blocks, topo_blocks };
+
+Rule rule_of(std::string_view name) {
+  for (std::string_view m : {"gnmt", "rnnlm", "nmt_"})
+    if (name.starts_with(m)) return Rule::layer_wise;
+  for (std::string_view m : {"inception_v3", "resnet"})
+    if (name.starts_with(m)) return Rule::one_gpu;
+  for (std::string_view m : {"transformer_xl", "wavenet", "amoebanet", "nasnet", "bert"})
+    if (name.starts_with(m)) return Rule::layer_blocks;
+  return Rule::topo_blocks;
+}
+
+std::string_view rule_name(Rule r) {
+  switch (r) {
+    case Rule::layer_wise: return "layer-wise, head on the last GPU";
+    case Rule::one_gpu: return "one GPU";
+    case Rule::layer_blocks: return "contiguous layer blocks balanced by compute";
+    case Rule::topo_blocks: return "contiguous topological blocks balanced by compute";
+  }
+  return "";
+}
+
+/** The GPUs (devices whose kind is not "cpu"), or every device when there are none. */
+std::vector<int32_t> gpus_of(const sim::Cluster& c) {
+  std::vector<int32_t> out;
+  for (int32_t d = 0; d < c.num_devices(); ++d)
+    if (c.device(d).kind != "cpu") out.push_back(d);
+  if (out.empty())
+    for (int32_t d = 0; d < c.num_devices(); ++d) out.push_back(d);
+  return out;
+}
+
+/** A unit's layer: the smallest layer of its forward ops (backward and update ops follow them), or -1. */
+std::vector<int32_t> unit_layers(const Units& units) {
+  const graphs::Graph& g = units.simulator().graph();
+  std::vector<int32_t> layer(units.num_units(), graphs::kNoClass);
+  for (int32_t u = 0; u < units.num_units(); ++u)
+    for (graphs::OpId op : units.ops(u))
+      if (g.layer(op) != graphs::kNoClass && (layer[u] == graphs::kNoClass || g.layer(op) < layer[u]))
+        layer[u] = g.layer(op);
+  return layer;
+}
+
+/** Units still at -1 take the device of their first op's first predecessor (in topological order), else `fallback`. */
+void fill_unplaced(const Units& units, std::vector<int32_t>& where, int32_t fallback) {
+  const graphs::Graph& g = units.simulator().graph();
+  for (graphs::OpId op : g.topo_order()) {
+    const int32_t u = units.unit_of(op);
+    if (where[u] >= 0) continue;
+    auto preds = g.predecessors(op);
+    where[u] = preds.empty() ? fallback : where[units.unit_of(preds[0])];
+  }
+}
+
+std::vector<double> speeds_of(const Units& units, const std::vector<int32_t>& gpus) {
+  std::vector<double> all = device_speeds(units), out;
+  for (int32_t d : gpus) out.push_back(all[d]);
+  return out;
+}
+
+std::vector<int32_t> place_by_rule(const Units& units, Rule rule) {
+  const std::vector<int32_t> gpus = gpus_of(units.simulator().cluster());
+  const int32_t n = units.num_units(), G = static_cast<int32_t>(gpus.size());
+  std::vector<int32_t> where(n, -1);
+  const std::vector<int32_t> layer = unit_layers(units);
+  const int32_t head = n == 0 ? 0 : *std::max_element(layer.begin(), layer.end());
+  auto mean_gpu_s = [&](int32_t u) {
+    double sum = 0;
+    for (int32_t d : gpus) sum += units.allowed(u, d) ? units.time_s(u, d) : units.mean_time_s(u);
+    return sum / G;
+  };
+  switch (rule) {
+    case Rule::layer_wise:
+      for (int32_t u = 0; u < n; ++u)
+        if (layer[u] >= 0)
+          where[u] = layer[u] >= head ? gpus[G - 1] : gpus[static_cast<int64_t>(layer[u]) * G / std::max(head, 1)];
+      break;
+    case Rule::one_gpu: {
+      std::vector<double> speed = speeds_of(units, gpus);
+      int32_t best = static_cast<int32_t>(std::max_element(speed.begin(), speed.end()) - speed.begin());
+      std::fill(where.begin(), where.end(), gpus[best]);
+      break;
+    }
+    case Rule::layer_blocks: {
+      std::map<int32_t, double> weight_of_layer;
+      for (int32_t u = 0; u < n; ++u)
+        if (layer[u] >= 0) weight_of_layer[layer[u]] += mean_gpu_s(u);
+      std::vector<double> weights;
+      for (const auto& [l, w] : weight_of_layer) weights.push_back(w);
+      std::vector<int32_t> block = contiguous_blocks(weights, speeds_of(units, gpus));
+      std::map<int32_t, int32_t> device_of_layer;
+      int32_t i = 0;
+      for (const auto& [l, w] : weight_of_layer) device_of_layer[l] = gpus[block[i++]];
+      for (int32_t u = 0; u < n; ++u)
+        if (layer[u] >= 0) where[u] = device_of_layer[layer[u]];
+      break;
+    }
+    case Rule::topo_blocks: {
+      std::vector<double> weights;  // units are in topological order of their first ops
+      for (int32_t u = 0; u < n; ++u) weights.push_back(mean_gpu_s(u));
+      std::vector<int32_t> block = contiguous_blocks(weights, speeds_of(units, gpus));
+      for (int32_t u = 0; u < n; ++u) where[u] = gpus[block[u]];
+      break;
+    }
+  }
+  fill_unplaced(units, where, gpus[0]);
+  for (int32_t u = 0; u < n; ++u)  // pinned elsewhere: the fastest device of the pinned kind
+    if (!units.allowed(u, where[u])) where[u] = units.allowed_devices(u)[0];
+  return where;
+}
+
+/** The msr instance a split file belongs to: the option, else ../throughput-inputs/LayerGraphs/<name>.json. */
+std::string instance_path(const nlohmann::json& options, const std::string& split_file) {
+  if (options.contains("instance")) return options["instance"].get<std::string>();
+  std::filesystem::path p(split_file);
+  std::string stem = p.stem().string();
+  if (stem.ends_with("_expert")) stem.resize(stem.size() - 7);
+  return (p.parent_path().parent_path() / "throughput-inputs" / "LayerGraphs" / (stem + ".json")).string();
+}
+
+std::vector<int32_t> place_by_split(const PlaceRequest& request, const std::string& split_file) {
+  const std::string instance_file = instance_path(request.options, split_file);
+  if (!std::filesystem::exists(instance_file))
+    throw Error(fmt::format("placer human_expert: msr instance {} of split {} not found: give its path as option "
+                            "\"instance\"",
+                            instance_file, split_file));
+  graphs::MsrInstance instance = graphs::read_msr(instance_file);
+  const graphs::Graph& g = request.graph();
+  if (instance.graph.num_ops() != g.num_ops())
+    throw Error(fmt::format("placer human_expert: instance {} has {} ops but graph \"{}\" has {}: place the graph read "
+                            "from that instance",
+                            instance_file, instance.graph.num_ops(), g.name(), g.num_ops()));
+  graphs::MsrSplit split = graphs::read_msr_split(split_file, instance);
+  const sim::Cluster& c = request.cluster();
+  std::vector<int32_t> accelerators, cpus;
+  for (int32_t d = 0; d < c.num_devices(); ++d) (c.device(d).kind == "cpu" ? cpus : accelerators).push_back(d);
+  auto assign = [&](const std::vector<std::vector<graphs::OpId>>& parts, const std::vector<int32_t>& devices,
+                    std::string_view what, std::vector<int32_t>& where) {
+    for (size_t i = 0; i < parts.size(); ++i) {
+      if (parts[i].empty()) continue;
+      if (i >= devices.size())
+        throw Error(fmt::format("placer human_expert: split {} uses {} {} but cluster \"{}\" has {} of them",
+                                split_file, what, i, c.name(), devices.size()));
+      for (graphs::OpId op : parts[i]) where[op] = devices[i];
+    }
+  };
+  std::vector<int32_t> where(g.num_ops(), -1);
+  assign(split.accelerators, accelerators, "accelerator", where);
+  assign(split.cpus, cpus, "cpu", where);
+  for (graphs::OpId op : g.topo_order())
+    if (where[op] < 0) {
+      auto preds = g.predecessors(op);
+      where[op] = preds.empty() ? (accelerators.empty() ? 0 : accelerators[0]) : where[preds[0]];
+    }
+  return where;
+}
+
+class HumanExpertPlacer final : public Placer {
+ public:
+  PlaceResult place(const PlaceRequest& request) const override {
+    check_options("human_expert", request.options, {"split_file", "instance"});
+    for (const char* key : {"split_file", "instance"})
+      if (request.options.contains(key) && !request.options[key].is_string())
+        throw Error(fmt::format("placer human_expert options: \"{}\" is {}, expected a file path", key,
+                                request.options[key].dump()));
+    if (request.options.contains("split_file")) {
+      const std::string file = request.options["split_file"].get<std::string>();
+      return {place_by_split(request, file), {{"rule", "msr split file"}, {"split_file", file}}};
+    }
+    if (request.options.contains("instance"))
+      throw Error("placer human_expert options: \"instance\" only applies with \"split_file\"");
+    Units units(request.simulator);
+    const Rule rule = rule_of(request.graph().name());
+    return {units.expand(place_by_rule(units, rule)), {{"rule", rule_name(rule)}}};
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Placer> make_human_expert_placer() { return std::make_unique<HumanExpertPlacer>(); }
+
+}  // namespace placelab::policy

@@ -1,0 +1,95 @@
+// The list-scheduling placers: HEFT and Baechi's m-TOPO, m-ETF and m-SCT on the op graph (ops of a colocation
+// class grouped so the first one placed fixes the device of the rest), with the simulator's op times as
+// computation costs and the cluster's idle-network transfer times as communication costs.
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "policy/classic/list_scheduling.h"
+#include "policy/classic/units.h"
+
+namespace placelab::policy {
+
+namespace {
+
+/** The op graph as a schedule problem: one task per op, grouped by unit (colocation class). */
+ScheduleProblem problem_of(const Units& units, bool memory) {
+  const sim::Simulator& sim = units.simulator();
+  const graphs::Graph& g = sim.graph();
+  ScheduleProblem pb;
+  pb.num_tasks = g.num_ops();
+  pb.num_procs = units.num_devices();
+  pb.cost_s.resize(static_cast<size_t>(pb.num_tasks) * pb.num_procs);
+  for (graphs::OpId op = 0; op < pb.num_tasks; ++op) {
+    const int32_t u = units.unit_of(op);
+    pb.group.push_back(units.ops(u).size() > 1 ? u : -1);
+    for (int32_t d = 0; d < pb.num_procs; ++d)
+      pb.cost_s[static_cast<size_t>(op) * pb.num_procs + d] = units.allowed(u, d) ? sim.op_time_s(op, d) : kNotAllowed;
+  }
+  for (graphs::EdgeId e = 0; e < g.num_edges(); ++e) {
+    pb.edges.push_back({g.edge_src(e), g.edge_dst(e), units.mean_comm_s(g.edge_bytes(e))});
+    pb.edge_bytes.push_back(g.edge_bytes(e));
+  }
+  pb.comm_s = [&units, &g](int32_t e, int32_t p, int32_t q) { return units.comm_s(p, q, g.edge_bytes(e)); };
+  if (memory) {
+    for (graphs::OpId op = 0; op < pb.num_tasks; ++op)
+      pb.memory_bytes.push_back(g.param_bytes(op) + g.output_bytes(op) + g.temp_bytes(op));
+    for (const auto& d : sim.cluster().devices()) pb.capacity_bytes.push_back(d.memory_bytes);
+  }
+  return pb;
+}
+
+/** A list scheduler on the placer's problem: checks its options, may add to `info`. */
+using ScheduleFn = Schedule (*)(const ScheduleProblem&, const nlohmann::json& options, nlohmann::json& info);
+
+class ListPlacer final : public Placer {
+ public:
+  ListPlacer(ScheduleFn schedule, bool memory) : schedule_(schedule), memory_(memory) {}
+
+  PlaceResult place(const PlaceRequest& request) const override {
+    Units units(request.simulator);
+    request.report(fmt::format("scheduling {} ops ({} colocation units)", request.graph().num_ops(), units.num_units()));
+    nlohmann::json info = nlohmann::json::object();
+    Schedule s = schedule_(problem_of(units, memory_), request.options, info);
+    info["scheduled_makespan_s"] = s.makespan_s;
+    if (memory_) {
+      info["fits_memory"] = s.fits_memory && s.memory_scale == 1;
+      info["memory_scale"] = s.memory_scale;
+    }
+    return {std::move(s.proc), info};
+  }
+
+ private:
+  ScheduleFn schedule_;
+  bool memory_;
+};
+
+Schedule heft_fn(const ScheduleProblem& pb, const nlohmann::json& options, nlohmann::json&) {
+  check_options("heft", options, {});
+  return heft_schedule(pb);
+}
+Schedule m_topo_fn(const ScheduleProblem& pb, const nlohmann::json& options, nlohmann::json&) {
+  check_options("m_topo", options, {});
+  return m_topo_schedule(pb);
+}
+Schedule m_etf_fn(const ScheduleProblem& pb, const nlohmann::json& options, nlohmann::json&) {
+  check_options("m_etf", options, {});
+  return m_etf_schedule(pb);
+}
+Schedule m_sct_fn(const ScheduleProblem& pb, const nlohmann::json& options, nlohmann::json& info) {
+  check_options("m_sct", options, {"lp_iterations"});
+  FavoriteChildren how;
+  Schedule s = m_sct_schedule(pb, option_int("m_sct", options, "lp_iterations", 50000), &how);
+  info["lp"] = how.lp_optimal ? "optimal" : "iteration limit: greedy favourite children";
+  info["lp_iterations"] = how.lp_iterations;
+  return s;
+}
+
+}  // namespace
+
+std::unique_ptr<Placer> make_heft_placer() { return std::make_unique<ListPlacer>(&heft_fn, false); }
+std::unique_ptr<Placer> make_m_topo_placer() { return std::make_unique<ListPlacer>(&m_topo_fn, true); }
+std::unique_ptr<Placer> make_m_etf_placer() { return std::make_unique<ListPlacer>(&m_etf_fn, true); }
+std::unique_ptr<Placer> make_m_sct_placer() { return std::make_unique<ListPlacer>(&m_sct_fn, true); }
+
+}  // namespace placelab::policy

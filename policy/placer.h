@@ -1,0 +1,70 @@
+// The one interface every placer implements, from round-robin to the optimal DP and the learned
+// policies, and the registry that finds them by name, so the CLI, Python and bench scripts reach
+// every placer the same way.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "graphs/graph.h"
+#include "sim/cluster.h"
+#include "sim/engine.h"
+
+namespace placelab::policy {
+
+/** Everything a placer may use. The simulator is the judge: its cost model and options define "fast". */
+struct PlaceRequest {
+  const sim::Simulator& simulator;  // holds the graph and the cluster
+  /** Placer-specific options (a JSON object); unknown keys are errors. */
+  nlohmann::json options = nlohmann::json::object();
+  uint64_t seed = 0;
+  /** Called now and then on long work with a one-line status (the CLI prints it on stderr). */
+  std::function<void(std::string_view)> progress;
+
+  const graphs::Graph& graph() const { return simulator.graph(); }
+  const sim::Cluster& cluster() const { return simulator.cluster(); }
+  void report(std::string_view status) const {
+    if (progress) progress(status);
+  }
+};
+
+/** A placement and the facts the placer knows about it (optimum, gap, iterations, ...). */
+struct PlaceResult {
+  std::vector<int32_t> device_of;
+  nlohmann::json info = nlohmann::json::object();
+};
+
+class Placer {
+ public:
+  virtual ~Placer() = default;
+  /** Places every op; throws placelab::Error on bad options or an impossible request. */
+  virtual PlaceResult place(const PlaceRequest& request) const = 0;
+};
+
+/** A registered placer. */
+struct PlacerInfo {
+  std::string name;
+  std::string summary;  // one line: what it optimises and where it comes from
+  std::function<std::unique_ptr<Placer>()> make;
+};
+
+/** Every placer, in a stable order (see registry.cpp). */
+const std::vector<PlacerInfo>& placers();
+
+/** The placer called `name`; throws placelab::Error listing the known names otherwise. */
+std::unique_ptr<Placer> make_placer(std::string_view name);
+
+/**
+ * Reads `options` (a JSON object) for placer `placer`: throws placelab::Error for a non-object or a key
+ * outside `known`, naming the placer and listing the known keys.
+ */
+void check_options(std::string_view placer, const nlohmann::json& options,
+                   std::initializer_list<std::string_view> known);
+
+}  // namespace placelab::policy

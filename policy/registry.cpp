@@ -1,0 +1,47 @@
+// The table of placers. Adding a placer: implement Placer in its own file and add one row here.
+#include <fmt/format.h>
+
+#include "graphs/error.h"
+#include "graphs/json_util.h"
+#include "policy/placer.h"
+#include "policy/classic/throughput.h"
+#include "policy/classic/units.h"
+
+namespace placelab::policy {
+
+const std::vector<PlacerInfo>& placers() {
+  static const std::vector<PlacerInfo> table = {
+      {"dp", "optimal contiguous pipelined split (max-load) by the DP over ideals of Tarnawski et al. 2020", make_dp_placer},
+      {"pipedream", "PipeDream's baseline as Tarnawski et al. ran it: linearise, then the max-load DP over prefixes", make_pipedream_placer},
+      {"local_search", "Tarnawski et al.'s local search: steepest single colour-class moves for max-load, restarted (seeded)", make_local_search_placer},
+      {"milp", "max-load integer program of Tarnawski et al. 2020 with CBC (contiguous or not), time limit and gap", make_milp_placer},
+      {"single_device", "everything on the fastest device that holds the graph (the papers' 1-GPU row)", &make_single_device_placer},
+      {"round_robin", "units in topological order dealt over the devices in turn", &make_round_robin_placer},
+      {"random", "uniformly random device per colocation class (seeded)", &make_random_placer},
+      {"human_expert", "the papers' expert rules per zoo model (layer-wise GNMT, one-GPU CNNs, balanced blocks)", &make_human_expert_placer},
+      {"metis", "METIS k-way cut: compute-balanced by device speed, fewest bytes cut (GDP's baseline)", &make_metis_placer},
+      {"scotch", "Scotch mapping onto a weighted complete graph (Placeto's and Tarnawski's baseline)", &make_scotch_placer},
+      {"heft", "insertion-based HEFT list scheduling (Topcuoglu et al. 2002): earliest finish time", &make_heft_placer},
+      {"m_topo", "Baechi m-TOPO: topological order filling devices under memory limits (Jeon et al. 2020)", &make_m_topo_placer},
+      {"m_etf", "Baechi m-ETF: earliest task first under memory limits (Jeon et al. 2020)", &make_m_etf_placer},
+      {"m_sct", "Baechi m-SCT: small-communication-time LP favourite children + m-ETF (Jeon et al. 2020)", &make_m_sct_placer},
+      {"annealing", "simulated annealing over one-class moves with incremental re-simulation (FlexFlow's MCMC)", &make_annealing_placer},
+  };
+  return table;
+}
+
+std::unique_ptr<Placer> make_placer(std::string_view name) {
+  std::string known;
+  for (const auto& p : placers()) {
+    if (p.name == name) return p.make();
+    known += (known.empty() ? "" : ", ") + p.name;
+  }
+  throw Error(fmt::format("unknown placer \"{}\" (known placers: {})", name, known));
+}
+
+void check_options(std::string_view placer, const nlohmann::json& options,
+                   std::initializer_list<std::string_view> known) {
+  io::JsonNode(options, fmt::format("placer {} options", placer)).check_fields(known);
+}
+
+}  // namespace placelab::policy

@@ -1,0 +1,57 @@
+// Shared helpers of the placelab._core binding files: JSON <-> Python conversion and the checked
+// conversions at the numpy boundary. Every binding converts and checks its arguments with these, then
+// forwards to the C++ core; bad input becomes placelab::Error, which module.cpp maps to ValueError.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+namespace placelab::python {
+
+namespace py = pybind11;
+
+void init_graphs(py::module_& m);
+void init_sim(py::module_& m);
+void init_policy(py::module_& m);
+
+/** A JSON-able Python object (dict, list, str, number, bool, None) as JSON; throws Error for others. */
+nlohmann::json to_json(const py::handle& obj, const std::string& what);
+
+/** A JSON value as the equivalent Python object (dicts, lists, ...). */
+py::object from_json(const nlohmann::json& value);
+
+/** A 1-D numpy copy of `values`. */
+template <class T>
+py::array_t<T> to_numpy(std::span<const T> values) {
+  return py::array_t<T>(static_cast<py::ssize_t>(values.size()), values.data());
+}
+template <class T>
+py::array_t<T> to_numpy(const std::vector<T>& values) {
+  return to_numpy(std::span<const T>(values));
+}
+
+/** An (rows, cols) row-major numpy copy of `values` (rows * cols entries). */
+template <class T>
+py::array_t<T> to_numpy_2d(const std::vector<T>& values, py::ssize_t rows, py::ssize_t cols) {
+  py::array_t<T> out({rows, cols});
+  std::copy(values.begin(), values.end(), out.mutable_data());
+  return out;
+}
+
+/**
+ * An integer sequence (list, tuple or numpy array of integers) as int32 values; throws Error naming
+ * `what` for floats, other shapes or values outside int32.
+ */
+std::vector<int32_t> to_int32_vector(const py::handle& obj, const std::string& what);
+
+/** An (N, cols) integer array as N rows of int32; throws Error naming `what` for anything else. */
+std::vector<std::vector<int32_t>> to_int32_rows(const py::handle& obj, int64_t cols, const std::string& what);
+
+}  // namespace placelab::python

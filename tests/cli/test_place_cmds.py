@@ -1,0 +1,77 @@
+"""The `placelab place` and `placelab compare` verbs: defaults, JSON for scripts, placement files, bad input."""
+import json
+import os
+import subprocess
+
+BIN = os.environ.get("PLACELAB_BIN", "build/dev/cli/placelab")
+GRAPH = "random_dag:ops=120,seed=3"
+
+
+def placelab(*args, check=True):
+    proc = subprocess.run([BIN, *args], capture_output=True, text=True, timeout=120)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"placelab {' '.join(args)} failed ({proc.returncode}): {proc.stderr}")
+    return proc
+
+
+def test_place_without_arguments_runs_the_embedded_default():
+    out = placelab("place").stdout
+    for text in ("inception_v3_training", "v100-nvlink-4", "heft", "step time", "peak mem", "out of memory",
+                 "bytes moved", "placement time", "gpu3"):
+        assert text in out
+
+
+def test_place_json_and_out_file_agree_with_simulate(tmp_path):
+    out = tmp_path / "p.json"
+    doc = json.loads(placelab("place", "--graph", GRAPH, "--cluster", "v100-pcie-4", "--placer", "m_etf",
+                              "--out", str(out), "--json").stdout)
+    for key in ("placer", "step_time_s", "peak_memory_bytes", "device_peak_bytes", "oom", "bytes_moved",
+                "placement_time_s", "info", "simulation"):
+        assert key in doc
+    assert doc["placer"] == "m_etf" and doc["step_time_s"] > 0 and len(doc["device_peak_bytes"]) == 4
+    placement = json.loads(out.read_text())
+    assert placement["format"] == "placelab.placement" and len(placement["device_of"]) == 120
+    sim = json.loads(placelab("simulate", "--graph", GRAPH, "--cluster", "v100-pcie-4", "--placement", str(out),
+                              "--json").stdout)
+    assert sim["step_time_s"] == doc["step_time_s"]
+
+
+def test_place_options_and_seeds():
+    args = ("place", "--graph", GRAPH, "--cluster", "v100-pcie-4", "--json")
+    a = json.loads(placelab(*args, "--placer", "annealing", "--options", '{"steps": 40}', "--seed", "5").stdout)
+    b = json.loads(placelab(*args, "--placer", "annealing", "--options", '{"steps": 40}', "--seed", "5").stdout)
+    assert a["step_time_s"] == b["step_time_s"] and a["info"]["steps"] == 40
+    assert a["step_time_s"] <= a["info"]["start_cost_s"]
+
+
+def test_place_errors_name_the_fix():
+    bad = placelab("place", "--placer", "nope", check=False)
+    assert bad.returncode == 1 and "known placers:" in bad.stderr and "heft" in bad.stderr and "metis" in bad.stderr
+    bad = placelab("place", "--placer", "annealing", "--options", "{steps: 3", check=False)
+    assert bad.returncode == 1 and "--options is not valid JSON" in bad.stderr
+    bad = placelab("place", "--placer", "annealing", "--options", "[1]", check=False)
+    assert bad.returncode == 1 and "JSON object" in bad.stderr
+    bad = placelab("place", "--placer", "annealing", "--options", '{"stepz": 3}', check=False)
+    assert bad.returncode == 1 and "stepz" in bad.stderr and "steps" in bad.stderr
+    bad = placelab("place", "--placer", "annealing", "--options", '{"steps": "many"}', check=False)
+    assert bad.returncode == 1 and "steps" in bad.stderr and "integer" in bad.stderr
+
+
+def test_compare_table_and_json():
+    out = placelab("compare", "--graph", GRAPH, "--cluster", "v100-nvlink-2").stdout
+    for name in ("single_device", "round_robin", "heft", "m_sct", "metis", "scotch", "human_expert"):
+        assert name in out
+    assert "annealing" not in out  # not a fast placer
+    doc = json.loads(placelab("compare", "--graph", GRAPH, "--cluster", "v100-nvlink-2", "--placers",
+                              "heft,round_robin", "--json").stdout)
+    assert [r["placer"] for r in doc["rows"]] == ["heft", "round_robin"]
+    heft, rr = doc["rows"]
+    assert heft["step_time_s"] > 0 and rr["bytes_moved"] > 0 and heft["oom"] is False
+    assert "m_topo" in placelab("compare", "--list").stdout
+
+
+def test_compare_errors():
+    bad = placelab("compare", "--graph", GRAPH, "--cluster", "v100-nvlink-2", "--placers", "heft,bogus", check=False)
+    assert bad.returncode == 1 and "bogus" in bad.stderr and "known placers:" in bad.stderr
+    bad = placelab("compare", "--graph", GRAPH, "--cluster", "v100-nvlink-2", "--placers", ",", check=False)
+    assert bad.returncode == 1 and "names no placer" in bad.stderr

@@ -1,0 +1,266 @@
+# The placelab._core bindings: round trips through files and dicts, numpy views of graphs and results,
+# batch simulation against one-by-one runs, the placer registry, and the mapping of bad input to
+# ValueError (never a crash of the interpreter).
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import placelab
+
+
+def test_zoo_model_with_params_matches_its_stats(graph):
+    s = graph.stats()
+    assert graph.num_ops == s["ops"] == len(graph.op_names) == len(graph)
+    assert graph.num_edges == s["edges"] == len(graph.edge_src)
+    assert graph.flops.sum() == pytest.approx(s["flops"], rel=1e-12)
+    assert graph.param_bytes.sum() == pytest.approx(s["param_bytes"], rel=1e-12)
+    bigger = placelab.make_model("resnet50", {"batch": 4, "image_size": 75})
+    assert bigger.flops.sum() == pytest.approx(2 * graph.flops.sum(), rel=1e-9)  # FLOPs scale with the batch
+
+
+def test_graph_arrays_are_consistent(graph):
+    order = graph.topo_order
+    assert sorted(order.tolist()) == list(range(graph.num_ops))
+    rank = np.empty(graph.num_ops, dtype=int)
+    rank[order] = np.arange(graph.num_ops)
+    assert (rank[graph.edge_src] < rank[graph.edge_dst]).all()
+    assert graph.phase.dtype == np.int8 and (graph.phase == 0).all()
+    assert graph.colocation.dtype == np.int32 and graph.layer.shape == (graph.num_ops,)
+    first = graph.edge_src[0]
+    assert graph.edge_dst[0] in graph.successors(first)
+    assert graph.find_op(graph.op_names[5]) == 5
+
+
+def test_graph_round_trips_through_dict_and_file(graph, tmp_path):
+    doc = graph.to_dict()
+    assert doc["format"] == "placelab.graph"
+    again = placelab.graph_from_dict(doc)
+    assert again.to_dict() == doc
+    path = tmp_path / "g.json"
+    graph.write(str(path))
+    from_file = placelab.read_graph(str(path))
+    assert from_file.to_dict() == doc
+    assert json.loads(path.read_text())["name"] == graph.name
+
+
+def test_training_expansion_and_coarsening(graph):
+    t = placelab.expand_training(graph)
+    assert t.stats()["backward_ops"] == graph.num_ops
+    assert (t.phase[: graph.num_ops] == 0).all() and (t.phase[graph.num_ops: 2 * graph.num_ops] == 1).all()
+    c = placelab.group_by_size(graph, 8)
+    assert c.graph.num_ops == 8 and c.group_of.shape == (graph.num_ops,)
+    coarse_placement = np.arange(8) % 4
+    fine = c.expand_placement(coarse_placement)
+    assert (fine == coarse_placement[c.group_of]).all()
+    fused = placelab.fuse_chains(graph)
+    both = placelab.compose(fused, placelab.group_by_size(fused.graph, 4))
+    assert both.graph.num_ops == 4 and both.group_of.max() == 3
+
+
+def test_cluster_round_trips_and_presets(cluster, tmp_path):
+    assert "v100-nvlink-4" in placelab.preset_names()
+    assert any(f["family"] == "v100-nvlink" for f in placelab.preset_families())
+    doc = cluster.to_dict()
+    assert placelab.cluster_from_dict(doc).to_dict() == doc
+    path = tmp_path / "c.json"
+    cluster.write(str(path))
+    assert placelab.load_cluster(str(path)).to_dict() == doc
+    assert placelab.read_cluster(str(path)).device_names == cluster.device_names
+    assert cluster.num_devices == 4 and len(cluster.device_kinds) == 4
+    assert cluster.transfer_time_s(0, 1, 1e6) > cluster.transfer_time_s(0, 1, 1e3) > 0
+    assert all(name in cluster.link_names for name in cluster.route(0, 1))
+
+
+def test_simulate_returns_numpy_facts(simulator, cluster):
+    p = simulator.random_placement(seed=1)
+    assert p.dtype == np.int32 and p.shape == (simulator.num_ops,)
+    r = simulator.simulate(p)
+    assert r["step_time_s"] >= r["critical_path_s"] > 0
+    assert r["device_busy_s"].shape == (cluster.num_devices,)
+    assert r["link_bytes"].shape == (cluster.num_links,)
+    assert r["device_busy_s"].max() <= r["step_time_s"] * (1 + 1e-12)
+    single = simulator.simulate(np.zeros(simulator.num_ops, dtype=np.int64))
+    assert single["num_transfers"] == 0 and single["total_bytes_moved"] == 0
+    assert single["device_busy_s"][0] == pytest.approx(simulator.op_times()[:, 0].sum(), rel=1e-9)
+    assert simulator.simulate(p.tolist())["step_time_s"] == r["step_time_s"]
+
+
+def test_batch_equals_one_by_one(simulator):
+    ps = simulator.random_placements(6, seed=7)
+    assert ps.shape == (6, simulator.num_ops)
+    assert (ps[0] != ps[1]).any()
+    batch = simulator.simulate_batch(ps)
+    for i, p in enumerate(ps):
+        one = simulator.simulate(p)
+        for key, value in one.items():
+            assert np.array_equal(batch[key][i], value), key
+    assert batch["device_peak_bytes"].shape == (6, simulator.num_devices)
+    assert batch["oom"].dtype == bool
+    again = simulator.random_placements(6, seed=7)
+    assert np.array_equal(ps, again)  # seeded
+
+
+def test_max_load_stream_and_trace(simulator, tmp_path):
+    p = simulator.random_placement(seed=3)
+    ml = simulator.max_load(p)
+    assert ml["max_load_s"] == pytest.approx(ml["load_s"].max())
+    s = simulator.simulate_stream(p, 3)
+    assert s["micro_batches"] == 3 and s["makespan_s"] >= s["single_s"]
+    tr = simulator.trace(p)
+    assert sorted(tr["ops"]["op"].tolist()) == list(range(simulator.num_ops))
+    assert len(tr["transfers"]["op"]) == tr["result"]["num_transfers"]
+    assert tr["ops"]["end_s"].max() == pytest.approx(tr["result"]["step_time_s"])
+    path = tmp_path / "t.json"
+    simulator.write_trace(p, str(path))
+    events = json.loads(path.read_text())
+    assert len(events["traceEvents"] if isinstance(events, dict) else events) >= simulator.num_ops
+    text = tmp_path / "t.txt"
+    simulator.write_trace(p, str(text), format="text")
+    assert text.read_text().count("\nop ") + text.read_text().startswith("op ") == simulator.num_ops
+
+
+def test_simulator_options_change_behaviour(graph, cluster):
+    fifo = placelab.Simulator(graph, cluster, {"priority": "rank", "share_bandwidth": False})
+    shared = placelab.Simulator(graph, cluster, options={"share_bandwidth": True})
+    p = fifo.random_placement(seed=5)
+    assert fifo.simulate(p)["step_time_s"] > 0 and shared.simulate(p)["step_time_s"] > 0
+    assert fifo.cost_model == "roofline"
+
+
+def test_simulator_keeps_its_graph_and_cluster_alive():
+    sim = placelab.Simulator(placelab.make_model("resnet50", {"batch": 1, "image_size": 75}),
+                             placelab.make_preset("v100-pcie-2"))
+    import gc
+    gc.collect()
+    assert sim.graph.num_ops == sim.num_ops
+    assert sim.simulate(sim.random_placement(0))["step_time_s"] > 0
+
+
+def test_placer_registry_by_name(simulator):
+    names = [name for name, summary in placelab.placers()]
+    assert len(names) == len(set(names)) and all(isinstance(s, str) for _, s in placelab.placers())
+    for name in ("round_robin", "single_device", "random"):
+        if name not in names:
+            continue
+        statuses = []
+        p, info = placelab.place(simulator, name, {}, seed=1, progress=statuses.append)
+        assert p.dtype == np.int32 and p.shape == (simulator.num_ops,)
+        assert isinstance(info, dict)
+        simulator.check_placement(p)
+    if "random" in names:
+        a, _ = placelab.place(simulator, "random", seed=4)
+        b, _ = placelab.place(simulator, "random", seed=4)
+        assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda s: placelab.make_model("no_such_model"), "no_such_model"),
+    (lambda s: placelab.make_model("resnet50", {"no_such_param": 1}), "no_such_param"),
+    (lambda s: placelab.make_preset("v100-nvlink-3"), "v100-nvlink-3"),
+    (lambda s: placelab.read_graph("/nonexistent/g.json"), "/nonexistent/g.json"),
+    (lambda s: placelab.graph_from_dict({"format": "placelab.graph", "version": 1, "name": "x", "ops": []}), "op"),
+    (lambda s: placelab.graph_from_dict({"format": "placelab.graph", "version": 1, "name": "x",
+                                         "ops": [{"name": "a", "flops": float("nan")}]}), "JSON-able"),
+    (lambda s: placelab.cluster_from_dict({"format": "placelab.cluster"}), "cluster dict: missing \"version\""),
+    (lambda s: s.simulate([0, 1]), "placement"),
+    (lambda s: s.simulate(np.full(s.num_ops, 99)), "99"),
+    (lambda s: s.simulate(np.full(s.num_ops, -1)), "-1"),
+    (lambda s: s.simulate(np.zeros(s.num_ops) + 0.5), "integers"),
+    (lambda s: s.simulate(np.zeros((2, s.num_ops), dtype=int)), "1-dimensional"),
+    (lambda s: s.simulate(np.full(s.num_ops, 2**40)), "int32"),
+    (lambda s: s.simulate("abc"), "placement"),
+    (lambda s: s.simulate_batch(np.zeros((3, 2), dtype=int)), "one column per op"),
+    (lambda s: s.simulate_batch(np.vstack([np.zeros(s.num_ops, int), np.full(s.num_ops, 7)])), "row 1"),
+    (lambda s: s.simulate_stream(np.zeros(s.num_ops, int), 0), "micro-batches"),
+    (lambda s: s.write_trace(np.zeros(s.num_ops, int), "/tmp/x", format="svg"), "svg"),
+    (lambda s: s.write_trace(np.zeros(s.num_ops, int), "/nonexistent/dir/t.json"), "/nonexistent/dir"),
+    (lambda s: s.graph.find_op("nope"), "nope"),
+    (lambda s: s.graph.successors(10**6), "out of range"),
+    (lambda s: s.cluster.route(0, 9), "out of range"),
+    (lambda s: s.random_placements(-1, 0), "n must be"),
+    (lambda s: placelab.Simulator(s.graph, s.cluster, {"priority": "fastest"}), "fastest"),
+    (lambda s: placelab.Simulator(s.graph, s.cluster, {"speed": 1}), "speed"),
+    (lambda s: placelab.place(s, "no_such_placer"), "no_such_placer"),
+    (lambda s: placelab.place(s, placelab.placers()[0][0] if placelab.placers() else "x", {"bogus": 1}), "bogus"),
+    (lambda s: placelab.place(s, "x", progress=3), "callable"),
+    (lambda s: placelab.group_by_size(s.graph, 0), "max_groups"),
+    (lambda s: placelab.group_by_size(s.graph, 4).expand_placement([0, 1]), "coarse placement"),
+    (lambda s: placelab.compose(placelab.group_by_size(s.graph, 4), placelab.group_by_size(s.graph, 2)), "compose"),
+    (lambda s: placelab.expand_training(placelab.expand_training(s.graph)), "forward"),
+])
+def test_bad_input_raises_value_error_with_the_message(simulator, call, message):
+    with pytest.raises(ValueError, match=None) as e:
+        call(simulator)
+    assert message in str(e.value)
+
+
+def test_wrong_python_types_raise_type_error(simulator):
+    with pytest.raises(TypeError):
+        placelab.make_model(3)
+    with pytest.raises(TypeError):
+        placelab.make_model("resnet50", {"batch": "two"})
+    with pytest.raises(TypeError):
+        placelab.Simulator("graph", simulator.cluster)
+
+
+def test_bad_input_never_kills_the_interpreter():
+    # Run the worst cases in a child interpreter: a crash would show as a signal exit code.
+    code = """
+import numpy as np, placelab
+g = placelab.make_model("resnet50", {"batch": 1, "image_size": 75})
+s = placelab.Simulator(g, placelab.make_preset("v100-pcie-2"))
+bad = [np.array([], dtype=np.int32), np.full(g.num_ops, 2**31 - 1), np.full(g.num_ops, -2**31),
+       np.zeros(g.num_ops, dtype=np.uint64) + 2**63, None, [None] * g.num_ops, np.zeros((0, g.num_ops))]
+for b in bad:
+    for f in (s.simulate, s.max_load, s.trace, s.simulate_batch):
+        try:
+            f(b)
+        except (ValueError, TypeError):
+            pass
+print(s.simulate_batch(np.zeros((0, g.num_ops), dtype=np.int32))["step_time_s"].shape)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "(0,)"
+
+
+def test_numpy_values_are_accepted_in_dicts(graph, cluster):
+    sim = placelab.Simulator(graph, cluster, {"share_bandwidth": np.bool_(True)})
+    assert sim.simulate(np.zeros(sim.num_ops, dtype=np.int16))["num_transfers"] == 0
+    g = placelab.graph_from_dict({"format": "placelab.graph", "version": np.int64(1), "name": "n",
+                                  "ops": [{"name": "a", "flops": np.float32(2.0)}, {"name": "b"}],
+                                  "edges": [{"src": 0, "dst": 1, "bytes": np.arange(3)[2]}]})
+    assert g.flops[0] == 2.0 and g.edge_bytes[0] == 2.0
+
+
+def test_incremental_moves_equal_full_runs(simulator):
+    p = simulator.random_placement(seed=11)
+    inc = placelab.IncrementalSimulator(simulator, p, checkpoints=8)
+    assert inc.result["step_time_s"] == simulator.simulate(p)["step_time_s"]
+    for op, device in [(simulator.num_ops - 1, 0), (simulator.num_ops // 2, 3), (0, 1)]:
+        r = inc.move(op, device)
+        p[op] = device
+        full = simulator.simulate(p)
+        for key, value in full.items():
+            assert np.array_equal(r[key], value), key
+        assert np.array_equal(inc.placement, p)
+        assert 0 < inc.last_replayed_fraction <= 1
+    with pytest.raises(ValueError, match="out of range"):
+        inc.move(-1, 0)
+    with pytest.raises(ValueError, match="device"):
+        inc.move(0, 17)
+
+
+def test_profile_cost_model(graph, cluster):
+    kind, op_type = cluster.device_kinds[0], graph.op_types[1]
+    profile = {"format": "placelab.profile", "version": 1,
+               "entries": [{"device_kind": kind, "op_type": op_type, "time_s": 0.125}]}
+    sim = placelab.Simulator(graph, cluster, profile=profile)
+    assert sim.cost_model == "profile"
+    same_type = np.array(graph.op_types) == op_type
+    assert (sim.op_times()[same_type, 0] == 0.125).all()
+    default = placelab.Simulator(graph, cluster)
+    assert np.array_equal(sim.op_times()[~same_type], default.op_times()[~same_type])

@@ -1,0 +1,145 @@
+# placelab.from_torch: op counts derived from the architectures, FLOPs against published figures,
+# parameter sizes against PyTorch's own count, the unsupported-op fallback and training expansion.
+import warnings
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+torchvision = pytest.importorskip("torchvision")
+
+import placelab  # noqa: E402
+
+
+def n_params(module):
+    return sum(p.numel() for p in module.parameters())
+
+
+@pytest.fixture(scope="module")
+def resnet50():
+    torch.manual_seed(0)
+    m = torchvision.models.resnet50(weights=None).eval()
+    return m, placelab.import_torch(m, torch.randn(1, 3, 224, 224))
+
+
+def test_resnet50_op_count_and_flops(resnet50):
+    module, (g, info) = resnet50
+    # 1 input + stem (conv, bn, relu, maxpool) + 16 bottlenecks x (3 conv + 3 bn + 3 relu + 1 add)
+    # + 4 downsample branches x (conv + bn) + head (avgpool, flatten, fc) = 1 + 4 + 160 + 8 + 3 = 176;
+    # the zoo's resnet50, written independently, has the same 176 plus its loss op.
+    assert g.num_ops == 176
+    assert info["op_types"]["Conv2d"] == 53 and info["op_types"]["add"] == 16
+    assert info["unsupported"] == {}
+    # Published: 4.1G multiply-adds at 224x224 (He et al. 2016); a multiply-add is 2 FLOPs here.
+    assert g.flops.sum() / 2 == pytest.approx(4.1e9, rel=0.03)
+    assert g.param_bytes.sum() == 4 * n_params(module) + 4 * sum(b.numel() for b in module.buffers()
+                                                                  if b.dtype == torch.float32) \
+        + 8 * sum(b.numel() for b in module.buffers() if b.dtype == torch.int64)
+    fc = g.find_op("fc")
+    assert g.flops[fc] == 2 * 2048 * 1000
+    assert g.output_bytes[fc] == 4 * 1000
+
+
+def test_resnet50_edges_follow_the_dataflow(resnet50):
+    _, (g, _) = resnet50
+    # Every op but the 16 residual adds has one data input; each add has two; the input op has none:
+    # 175 - 16 + 2 * 16 = 191 edges, each carrying its producer's output tensor.
+    assert g.num_edges == 191
+    assert np.array_equal(g.edge_bytes, g.output_bytes[g.edge_src])
+    conv1 = g.find_op("conv1")
+    assert g.output_bytes[conv1] == 4 * 64 * 112 * 112
+
+
+def test_transformer_op_count():
+    torch.manual_seed(0)
+    m = torch.nn.Transformer(d_model=32, nhead=4, num_encoder_layers=2, num_decoder_layers=2,
+                             dim_feedforward=64).eval()
+    src, tgt = torch.randn(10, 2, 32), torch.randn(7, 2, 32)
+    g, info = placelab.import_torch(m, (src, tgt))
+    # 2 inputs; encoder layer = self-attn (MHA leaf, getitem [0], dropout, add, norm) + feed-forward
+    # (linear, relu, dropout, linear, dropout, add, norm) = 12; decoder layer = two attention blocks
+    # (5 each) + feed-forward (7) = 17; final encoder and decoder norms: 2 + 2*12 + 1 + 2*17 + 1 = 62.
+    assert g.num_ops == 62
+    assert info["op_types"]["MultiheadAttention"] == 6 and info["op_types"]["LayerNorm"] == 12
+    assert info["unsupported"] == {}
+    assert info["constants_skipped"] > 0  # the batch-size checks of nn.Transformer.forward
+    assert g.param_bytes.sum() == 4 * n_params(m)
+    mha = g.find_op("encoder_layers_0_self_attn")
+    e, tokens = 32, 10 * 2
+    # q/k/v and output projections (4 E^2 per token) + scores and weighted sum (2 * tokens * S * E) + softmax
+    expected = 2 * 4 * tokens * e * e + 2 * 2 * tokens * 10 * e + 5 * tokens * 10 * 4
+    assert g.flops[mha] == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("name, make, size, ops, macs", [
+    # Inception-v3 without the auxiliary head: 94 conv + 94 bn + 94 relu (BasicConv2d), 15 concats,
+    # 4 max pools of the stem and reductions, 9 avg pools of the blocks, input, avgpool, dropout,
+    # flatten, fc = 315, as the zoo's inception_v3.
+    ("inception_v3", lambda: torchvision.models.inception_v3(weights=None, aux_logits=False, init_weights=False),
+     299, 315, 5.7e9),  # Szegedy et al. 2016: 5.7G multiply-adds
+    # VGG-16: input + 13 conv + 15 relu + 5 max pools + avgpool + flatten + 3 linear + 2 dropout = 41.
+    ("vgg16", lambda: torchvision.models.vgg16(weights=None), 64, 41, None),
+    # MobileNet-v2: 52 conv + 52 bn + 35 relu6 + 10 residual adds + input, pool, flatten, dropout, linear.
+    ("mobilenet_v2", lambda: torchvision.models.mobilenet_v2(weights=None), 64, 154, None),
+])
+def test_torchvision_models_import_fully(name, make, size, ops, macs):
+    torch.manual_seed(0)
+    m = make().eval()
+    g, info = placelab.import_torch(m, torch.randn(1, 3, size, size))
+    assert g.num_ops == ops
+    assert info["unsupported"] == {}
+    assert g.param_bytes.sum() >= 4 * n_params(m)  # plus batch-norm running statistics
+    assert (g.flops > 0).sum() > ops // 2
+    if macs is not None:
+        assert g.flops.sum() / 2 == pytest.approx(macs, rel=0.03)
+
+
+class Unknown(torch.nn.Module):
+    """A leaf module the cost table cannot know."""
+
+    def forward(self, x):
+        return x.cumsum(-1)
+
+
+class WithUnsupported(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+        self.odd = Unknown()
+
+    def forward(self, x):
+        return torch.cumprod(self.odd(self.fc(x)), -1)
+
+
+def test_unsupported_ops_are_reported_and_kept_with_bytes():
+    x = torch.randn(4, 8)
+    with pytest.warns(placelab.UnsupportedOpWarning, match="Unknown x1.*cumprod x1|cumprod x1.*Unknown x1"):
+        g, info = placelab.import_torch(WithUnsupported(), x)
+    assert info["unsupported"] == {"Unknown": 1, "cumprod": 1}
+    assert g.op_types == ["Input", "Linear", "Unknown", "cumprod"]
+    odd = g.find_op("odd")
+    assert g.flops[odd] == 0
+    assert g.output_bytes[odd] == 4 * 32 and g.bytes_read[odd] == 4 * 32 and g.bytes_written[odd] == 4 * 32
+    assert g.num_edges == 3
+
+
+def test_training_expansion_of_an_import():
+    m = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fwd = placelab.from_torch(m, torch.randn(2, 16))
+        train = placelab.from_torch(m, torch.randn(2, 16), training=True)
+    s = train.stats()
+    assert fwd.num_ops == 4
+    assert s["forward_ops"] == 4 and s["backward_ops"] == 4 and s["update_ops"] == 2  # two Linear layers hold weights
+
+
+def test_bad_arguments_raise_value_error():
+    with pytest.raises(ValueError, match="torch.nn.Module"):
+        placelab.from_torch(lambda x: x, torch.randn(2))
+    with pytest.raises(ValueError, match="example_inputs is empty"):
+        placelab.from_torch(torch.nn.ReLU(), ())
+    with pytest.raises(ValueError, match="positional"):
+        placelab.from_torch(torch.nn.ReLU(), (torch.randn(2), torch.randn(2)))
+    with pytest.raises(ValueError, match=r"node _0 \(call_module 0\) failed: mat1 and mat2"):
+        placelab.from_torch(torch.nn.Sequential(torch.nn.Linear(3, 3)), torch.randn(2, 5))
