@@ -12,7 +12,7 @@ build: deps
 	cmake --build --preset release -j $(JOBS) --target placelab
 
 run: build
-	./build/release/cli/placelab graph --model inception_v3 --stats
+	./build/release/cli/placelab compare
 
 asan: deps
 	cmake --preset asan
