@@ -1,18 +1,9 @@
 """The `placelab graph` verb: output for people and scripts, files, and bad input."""
 import json
-import os
-import subprocess
 
 import pytest
 
-BIN = os.environ.get("PLACELAB_BIN", "build/dev/cli/placelab")
-
-
-def placelab(*args, check=True):
-    proc = subprocess.run([BIN, *args], capture_output=True, text=True, timeout=120)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"placelab {' '.join(args)} failed ({proc.returncode}): {proc.stderr}")
-    return proc
+from cli_runner import placelab
 
 
 def graph_json(*args):

@@ -1,17 +1,9 @@
 """The `placelab place` and `placelab compare` verbs: defaults, JSON for scripts, placement files, bad input."""
 import json
-import os
-import subprocess
 
-BIN = os.environ.get("PLACELAB_BIN", "build/dev/cli/placelab")
+from cli_runner import placelab
+
 GRAPH = "random_dag:ops=120,seed=3"
-
-
-def placelab(*args, check=True):
-    proc = subprocess.run([BIN, *args], capture_output=True, text=True, timeout=120)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"placelab {' '.join(args)} failed ({proc.returncode}): {proc.stderr}")
-    return proc
 
 
 def test_place_without_arguments_runs_the_embedded_default():

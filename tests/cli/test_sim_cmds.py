@@ -1,16 +1,7 @@
 """The `placelab cluster` and `placelab simulate` verbs: presets, files, placements, traces, bad input."""
 import json
-import os
-import subprocess
 
-BIN = os.environ.get("PLACELAB_BIN", "build/dev/cli/placelab")
-
-
-def placelab(*args, check=True):
-    proc = subprocess.run([BIN, *args], capture_output=True, text=True, timeout=120)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"placelab {' '.join(args)} failed ({proc.returncode}): {proc.stderr}")
-    return proc
+from cli_runner import placelab
 
 
 def test_cluster_preset_round_trips_through_a_file(tmp_path):

@@ -125,12 +125,20 @@ void check_readme_optima(const std::vector<std::pair<std::string, double>>& opti
   }
 }
 
-// gnmt_inference and gnmt_training take about 4 s each in a Debug build: bench/bm_dp.cpp checks them.
 TEST_CASE("policy::dp: equals the README optimum on the layer graphs; the split evaluates to it", "[policy][dp]") {
   check_readme_optima({{"LayerGraphs/bert24_inference", 17.7899},
                        {"LayerGraphs/bert24_training", 41.7458},
                        {"LayerGraphs/resnet50_inference", 33.7747},
                        {"LayerGraphs/resnet50_training", 78.6318}});
+}
+
+// The GNMT layer graphs have 17,914 ideals: a few seconds each in a Debug build, so one test case each.
+TEST_CASE("policy::dp: equals the README optimum on GNMT (inference)", "[policy][dp]") {
+  check_readme_optima({{"LayerGraphs/gnmt_inference", 32.9107}});
+}
+
+TEST_CASE("policy::dp: equals the README optimum on GNMT (training)", "[policy][dp]") {
+  check_readme_optima({{"LayerGraphs/gnmt_training", 107.004}});
 }
 
 TEST_CASE("policy::dp: equals the README optimum on the BERT operator graph (inference)", "[policy][dp]") {
