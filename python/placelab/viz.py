@@ -21,6 +21,12 @@ def _plt():
     return plt
 
 
+def _patch(color, label):
+    from matplotlib.patches import Patch
+
+    return Patch(color=color, label=label)
+
+
 def _axes(ax, figsize):
     plt = _plt()
     if ax is None:
@@ -52,6 +58,7 @@ def timeline(simulator, trace, ax=None, path=None, transfers=True, color_by="typ
     keys = sorted(set(labels[o] for o in ops["op"]))
     cmap = plt.get_cmap("tab20")
     color = {k: cmap(i % 20) for i, k in enumerate(keys)}
+    handles = []  # legend entries: an empty barh carries no colour into the legend
     for key in keys:
         sel = np.array([labels[o] == key for o in ops["op"]], dtype=bool)
         if not sel.any():
@@ -60,7 +67,7 @@ def timeline(simulator, trace, ax=None, path=None, transfers=True, color_by="typ
         for dev in np.unique(devs):
             m = devs == dev
             ax.broken_barh(list(zip(starts[m], ends[m] - starts[m])), (dev - 0.4, 0.8), color=color[key])
-        ax.barh([], [], color=color[key], label=key)
+        handles.append(_patch(color[key], key))
     t = trace["transfers"]
     for (s, d), row in pair_row.items():
         m = (t["src"] == s) & (t["dst"] == d)
@@ -70,7 +77,7 @@ def timeline(simulator, trace, ax=None, path=None, transfers=True, color_by="typ
     ax.set_xlabel("time (s)")
     ax.set_title(f"{g.name} on {c.name}: step {trace['result']['step_time_s']:.4g} s")
     if len(keys) <= 20:
-        ax.legend(fontsize="small", ncol=min(4, len(keys)), loc="upper right")
+        ax.legend(handles=handles, fontsize="small", ncol=min(4, len(keys)), loc="upper right")
     return _finish(ax, path)
 
 

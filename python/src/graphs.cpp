@@ -6,6 +6,7 @@
 #include "graphs/coarsen.h"
 #include "graphs/error.h"
 #include "graphs/io.h"
+#include "graphs/msr.h"
 #include "graphs/training.h"
 #include "graphs/zoo/zoo.h"
 #include "python/src/bindings.h"
@@ -174,6 +175,30 @@ void init_graphs(py::module_& m) {
   }, py::arg("graph"), py::arg("optimizer_state_factor") = 2.0, py::arg("backward_flops_factor") = 2.0,
         py::arg("update_flops_per_param_byte") = 2.5,
         "One training step of a forward graph: backward op per forward op (id num_ops + f), update ops after.");
+
+  py::class_<graphs::MsrInstance>(m, "MsrInstance",
+                                  "An msr-dnn-partitioning throughput instance (Tarnawski et al. 2020): its graph "
+                                  "and the machine it allows; place it on msr_cluster(instance).")
+      .def("__repr__", [](const graphs::MsrInstance& i) {
+        return fmt::format("<placelab.MsrInstance '{}': {} ops, {} accelerators, {} CPUs>", i.graph.name(),
+                           i.graph.num_ops(), i.max_accelerators, i.max_cpus);
+      })
+      .def_property_readonly("graph", [](const graphs::MsrInstance& i) -> const Graph& { return i.graph; },
+                             py::return_value_policy::reference_internal,
+                             "The graph (measured times per device kind in seconds, edge costs, colour classes).")
+      .def_property_readonly("msr_id", [](const graphs::MsrInstance& i) { return to_numpy(i.msr_id); },
+                             "msr node id of each op (int64 array).")
+      .def_readonly("max_accelerators", &graphs::MsrInstance::max_accelerators, "maxFPGAs: accelerators allowed.")
+      .def_readonly("max_cpus", &graphs::MsrInstance::max_cpus, "maxCPUs: CPUs allowed.")
+      .def_readonly("accelerator_memory_bytes", &graphs::MsrInstance::accelerator_memory_bytes,
+                    "maxSizePerFPGA: memory of each accelerator.")
+      .def("op_of_msr_id", [](const graphs::MsrInstance& i, int64_t id) {
+        graphs::OpId op = i.op_of_msr_id(id);
+        if (op < 0) throw Error(fmt::format("msr instance {} has no node with id {}", i.graph.name(), id));
+        return op;
+      }, py::arg("id"), "The op of msr node `id`; ValueError when there is none.");
+  m.def("read_msr", [](const std::string& path) { return graphs::read_msr(path); }, py::arg("path"),
+        "Reads an msr-dnn-partitioning instance file (throughput-inputs/*/NAME.json).");
 
   py::class_<Coarsening>(m, "Coarsening", "A coarse graph and, for each original op, the coarse op holding it.")
       .def("__repr__", [](const Coarsening& c) {

@@ -218,6 +218,13 @@ void init_sim(py::module_& m) {
     return sim::cluster_from_json(to_json(doc, origin), origin);
   }, py::arg("doc"), py::arg("origin") = "cluster dict", "Builds a cluster from a placelab.cluster document (a dict).");
 
+  m.def("msr_cluster", [](const graphs::MsrInstance& instance) { return sim::msr_cluster(instance); },
+        py::arg("instance"), "The machine an msr instance allows: maxFPGAs accelerators, maxCPUs CPUs, maxSizePerFPGA.");
+  m.def("msr_cluster", [](int accelerators, int cpus, double accelerator_memory_bytes) {
+    return sim::msr_cluster(accelerators, cpus, accelerator_memory_bytes);  // the core checks counts and memory
+  }, py::arg("accelerators"), py::arg("cpus"), py::arg("accelerator_memory_bytes"),
+        "An msr machine of `accelerators` accelerators and `cpus` CPUs (device kinds 'accelerator' and 'cpu').");
+
   py::class_<Simulator>(m, "Simulator",
                         "The discrete-event simulator of one (graph, cluster, cost model, options); it keeps "
                         "the graph and cluster alive.")

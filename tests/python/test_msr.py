@@ -1,0 +1,65 @@
+# The msr-dnn-partitioning bindings (read_msr, MsrInstance, msr_cluster) on the published BERT-24 layer
+# graph: the instance matches its file, and the DP reaches the data README's optimum under max_load.
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import placelab
+
+DATA = Path(os.environ.get("PLACELAB_SHARED_DATA") or Path(__file__).resolve().parents[2].parent / "shared" / "data")
+BERT = DATA / "msr-dnn-partitioning" / "throughput-inputs" / "LayerGraphs" / "bert24_inference.json"
+
+pytestmark = pytest.mark.skipif(not BERT.exists(), reason=f"msr-dnn-partitioning data not found at {BERT}")
+
+
+@pytest.fixture(scope="module")
+def instance():
+    return placelab.read_msr(str(BERT))
+
+
+def test_read_msr_matches_the_file(instance):
+    doc = json.loads(BERT.read_text())
+    assert instance.graph.num_ops == len(doc["nodes"])
+    assert instance.max_accelerators == doc["maxFPGAs"]
+    assert instance.max_cpus == doc["maxCPUs"]
+    assert instance.accelerator_memory_bytes == doc["maxSizePerFPGA"]
+    assert instance.msr_id.tolist() == [n["id"] for n in doc["nodes"]]
+    last = doc["nodes"][-1]["id"]
+    assert instance.op_of_msr_id(last) == len(doc["nodes"]) - 1
+    assert "bert24_inference" in repr(instance)
+
+
+def test_msr_cluster_has_the_allowed_devices(instance):
+    c = placelab.msr_cluster(instance)
+    assert c.device_kinds == ["accelerator"] * instance.max_accelerators + ["cpu"] * instance.max_cpus
+    assert placelab.msr_cluster(2, 1, 1e9).device_kinds == ["accelerator", "accelerator", "cpu"]
+
+
+def test_dp_reaches_the_readme_optimum(instance):
+    sim = placelab.Simulator(instance.graph, placelab.msr_cluster(instance))
+    placement, info = placelab.place(sim, "dp")
+    r = sim.max_load(placement)
+    assert r["fits"]
+    assert r["max_load_s"] == pytest.approx(info["objective"], rel=1e-9)
+    assert r["max_load_s"] * 1e3 == pytest.approx(17.7899, rel=1e-4)  # the data README's "optimal (DP)"
+    one = sim.max_load(np.zeros(sim.num_ops, dtype=np.int32))
+    assert one["max_load_s"] * 1e3 == pytest.approx(92.406, rel=1e-4)  # its "one accelerator" column
+
+
+def test_msr_errors_are_value_errors(instance, tmp_path):
+    with pytest.raises(ValueError, match="no node with id 999999"):
+        instance.op_of_msr_id(999999)
+    with pytest.raises(ValueError, match="missing.json"):
+        placelab.read_msr(str(tmp_path / "missing.json"))
+    with pytest.raises(ValueError, match="need at least one device"):
+        placelab.msr_cluster(0, 0, 1e9)
+    with pytest.raises(ValueError, match="memory_bytes"):
+        placelab.msr_cluster(1, 0, float("nan"))
+
+
+def test_the_instance_outlives_its_reader():
+    g = placelab.read_msr(str(BERT)).graph  # the instance object is dropped here; its graph must stay valid
+    assert g.num_ops > 0 and g.name == "bert24_inference"
