@@ -665,54 +665,54 @@ Tn<T> layer_norm(const Tn<T>& x, const Tn<T>& gamma, const Tn<T>& beta, T eps) {
 // Structure
 // ================================================================================================
 
-template <class T>
-Tn<T> concat_rows(const std::vector<Tn<T>>& xs) {
-  if (xs.empty()) fail("concat_rows", "no inputs");
-  Index rows = 0;
-  for (const auto& x : xs) {
-    check_defined("concat_rows", x);
-    if (x.cols() != xs[0].cols()) fail("concat_rows", fmt::format("{} and {} differ in columns", shape(xs[0]), shape(x)));
-    rows += x.rows();
+// Rows (Axis 0) or columns (Axis 1) [at, at + n) of a matrix, as an assignable block.
+template <int Axis, class M>
+auto band(M& m, Index at, Index n) {
+  if constexpr (Axis == 0) {
+    return m.middleRows(at, n);
+  } else {
+    return m.middleCols(at, n);
   }
-  Matrix<T> out(rows, xs[0].cols());
+}
+
+// Stacks xs along Axis (0: rows, 1: columns); the VJP hands each input its band of d_out.
+template <int Axis, class T>
+Tn<T> concat_along(const std::vector<Tn<T>>& xs, const char* op) {
+  if (xs.empty()) fail(op, "no inputs");
+  auto length = [](const auto& x) { return Axis == 0 ? x.rows() : x.cols(); };
+  auto across = [](const auto& x) { return Axis == 0 ? x.cols() : x.rows(); };
+  Index total = 0;
+  for (const auto& x : xs) {
+    check_defined(op, x);
+    if (across(x) != across(xs[0])) {
+      fail(op, fmt::format("{} and {} differ in {}", shape(xs[0]), shape(x), Axis == 0 ? "columns" : "rows"));
+    }
+    total += length(x);
+  }
+  Matrix<T> out = Axis == 0 ? Matrix<T>(total, xs[0].cols()) : Matrix<T>(xs[0].rows(), total);
   Index at = 0;
   for (const auto& x : xs) {
-    out.middleRows(at, x.rows()) = x.value();
-    at += x.rows();
+    band<Axis>(out, at, length(x)) = x.value();
+    at += length(x);
   }
-  return make_result<T>("concat_rows", std::move(out), xs, [](Node<T>& self) {
+  return make_result<T>(op, std::move(out), xs, [length](Node<T>& self) {
     Index offset = 0;
     for (size_t i = 0; i < self.inputs.size(); ++i) {
-      const Index r = self.inputs[i].rows();
-      if (wants(self, i)) accumulate(in(self, i), self.grad.middleRows(offset, r));
-      offset += r;
+      const Index n = length(self.inputs[i]);
+      if (wants(self, i)) accumulate(in(self, i), band<Axis>(self.grad, offset, n));
+      offset += n;
     }
   });
 }
 
 template <class T>
+Tn<T> concat_rows(const std::vector<Tn<T>>& xs) {
+  return concat_along<0>(xs, "concat_rows");
+}
+
+template <class T>
 Tn<T> concat_cols(const std::vector<Tn<T>>& xs) {
-  if (xs.empty()) fail("concat_cols", "no inputs");
-  Index cols = 0;
-  for (const auto& x : xs) {
-    check_defined("concat_cols", x);
-    if (x.rows() != xs[0].rows()) fail("concat_cols", fmt::format("{} and {} differ in rows", shape(xs[0]), shape(x)));
-    cols += x.cols();
-  }
-  Matrix<T> out(xs[0].rows(), cols);
-  Index at = 0;
-  for (const auto& x : xs) {
-    out.middleCols(at, x.cols()) = x.value();
-    at += x.cols();
-  }
-  return make_result<T>("concat_cols", std::move(out), xs, [](Node<T>& self) {
-    Index offset = 0;
-    for (size_t i = 0; i < self.inputs.size(); ++i) {
-      const Index c = self.inputs[i].cols();
-      if (wants(self, i)) accumulate(in(self, i), self.grad.middleCols(offset, c));
-      offset += c;
-    }
-  });
+  return concat_along<1>(xs, "concat_cols");
 }
 
 template <class T>
