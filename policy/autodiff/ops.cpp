@@ -763,18 +763,24 @@ Tn<T> slice_cols(const Tn<T>& x, Index begin, Index count) {
   });
 }
 
+// Rows index[i] of x; `op` names it on the tape and in errors (gather_rows, embedding).
 template <class T>
-Tn<T> gather_rows(const Tn<T>& x, std::vector<int32_t> index) {
-  check_defined("gather_rows", x);
+Tn<T> gather_rows_as(const char* op, const Tn<T>& x, std::vector<int32_t> index) {
+  check_defined(op, x);
   Matrix<T> out(static_cast<Index>(index.size()), x.cols());
   for (size_t i = 0; i < index.size(); ++i) {
-    check_index("gather_rows", index[i], x.rows(), i);
+    check_index(op, index[i], x.rows(), i);
     out.row(static_cast<Index>(i)) = x.value().row(index[i]);
   }
-  return make_result<T>("gather_rows", std::move(out), {x}, [index = std::move(index)](Node<T>& self) {
+  return make_result<T>(op, std::move(out), {x}, [index = std::move(index)](Node<T>& self) {
     Matrix<T>& d_x = grad_buffer(in(self, 0));
     for (size_t i = 0; i < index.size(); ++i) d_x.row(index[i]) += self.grad.row(static_cast<Index>(i));
   });
+}
+
+template <class T>
+Tn<T> gather_rows(const Tn<T>& x, std::vector<int32_t> index) {
+  return gather_rows_as("gather_rows", x, std::move(index));
 }
 
 template <class T>
@@ -815,16 +821,7 @@ Tn<T> select_per_row(const Tn<T>& x, std::vector<int32_t> cols) {
 
 template <class T>
 Tn<T> embedding(const Tn<T>& table, std::vector<int32_t> ids) {
-  check_defined("embedding", table);
-  Matrix<T> out(static_cast<Index>(ids.size()), table.cols());
-  for (size_t i = 0; i < ids.size(); ++i) {
-    check_index("embedding", ids[i], table.rows(), i);
-    out.row(static_cast<Index>(i)) = table.value().row(ids[i]);
-  }
-  return make_result<T>("embedding", std::move(out), {table}, [ids = std::move(ids)](Node<T>& self) {
-    Matrix<T>& d_table = grad_buffer(in(self, 0));
-    for (size_t i = 0; i < ids.size(); ++i) d_table.row(ids[i]) += self.grad.row(static_cast<Index>(i));
-  });
+  return gather_rows_as("embedding", table, std::move(ids));
 }
 
 template <class T>

@@ -309,22 +309,7 @@ TEST_CASE("sim::Simulator: received copies live from transfer start to their las
 }
 
 TEST_CASE("sim::Simulator: the placeto preset broadcasts once, gaps 5.7 us, holds the bus 25 us more", "[sim][golden]") {
-  auto timed = [](std::string name, double us, double out_bytes) {
-    graphs::OpSpec s = op(std::move(name), 0, out_bytes);
-    s.measured_s = {{"k80", us * 1e-6}};
-    return s;
-  };
-  graphs::GraphBuilder b("placeto");
-  b.add_op(timed("a", 10, 76000));  // 76000 bytes at 7600 bytes/us: 10 us
-  b.add_op(timed("b", 20, 0));
-  b.add_op(timed("c", 30, 0));
-  b.add_op(timed("d", 5, 76000));
-  b.add_op(timed("e", 1, 0));
-  b.add_edge(0, 1, 76000);
-  b.add_edge(0, 2, 76000);
-  b.add_edge(0, 3, 76000);
-  b.add_edge(3, 4, 76000);
-  graphs::Graph g = std::move(b).build();
+  graphs::Graph g = placeto_example_graph();
   Cluster c = make_preset("placeto-4");
   Simulator sim(g, c);
   Recorder rec(g);

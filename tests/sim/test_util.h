@@ -49,4 +49,27 @@ inline graphs::Graph random_dag(int n, uint64_t seed) {
   return std::move(b).build();
 }
 
+/**
+ * The Placeto-preset example of the golden tests: a (10 us, 76000 bytes out) feeds b (20 us), c (30 us) and
+ * d (5 us, 76000 bytes out), d feeds e (1 us); times are measured for kind "k80", the placeto preset's.
+ */
+inline graphs::Graph placeto_example_graph() {
+  auto timed = [](std::string name, double us, double out_bytes) {
+    graphs::OpSpec s = op(std::move(name), 0, out_bytes);
+    s.measured_s = {{"k80", us * 1e-6}};
+    return s;
+  };
+  graphs::GraphBuilder b("placeto");
+  b.add_op(timed("a", 10, 76000));  // 76000 bytes at 7600 bytes/us: 10 us
+  b.add_op(timed("b", 20, 0));
+  b.add_op(timed("c", 30, 0));
+  b.add_op(timed("d", 5, 76000));
+  b.add_op(timed("e", 1, 0));
+  b.add_edge(0, 1, 76000);
+  b.add_edge(0, 2, 76000);
+  b.add_edge(0, 3, 76000);
+  b.add_edge(3, 4, 76000);
+  return std::move(b).build();
+}
+
 }  // namespace placelab::sim::testing

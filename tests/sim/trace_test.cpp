@@ -63,22 +63,7 @@ TEST_CASE("sim::TraceRecorder: golden trace of a fork over two devices", "[sim][
 }
 
 TEST_CASE("sim::TraceRecorder: golden trace of the placeto preset", "[sim][golden]") {
-  auto timed = [](std::string name, double us, double out_bytes) {
-    graphs::OpSpec s = op(std::move(name), 0, out_bytes);
-    s.measured_s = {{"k80", us * 1e-6}};
-    return s;
-  };
-  graphs::GraphBuilder b("placeto");
-  b.add_op(timed("a", 10, 76000));
-  b.add_op(timed("b", 20, 0));
-  b.add_op(timed("c", 30, 0));
-  b.add_op(timed("d", 5, 76000));
-  b.add_op(timed("e", 1, 0));
-  b.add_edge(0, 1, 76000);
-  b.add_edge(0, 2, 76000);
-  b.add_edge(0, 3, 76000);
-  b.add_edge(3, 4, 76000);
-  graphs::Graph g = std::move(b).build();
+  graphs::Graph g = placeto_example_graph();
   Cluster c = make_preset("placeto-4");
   Simulator sim(g, c);
   TraceRecorder trace(sim);
