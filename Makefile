@@ -12,6 +12,7 @@ build: deps
 	cmake --build --preset release -j $(JOBS) --target placelab
 
 run: build
+	./build/release/cli/placelab place
 	./build/release/cli/placelab compare
 
 asan: deps

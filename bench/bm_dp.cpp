@@ -132,12 +132,7 @@ int main(int argc, char** argv) {
       const std::string expert_file = kMsrDir + "/human-experts/" + base + "_expert.json";
       if (ref.name.starts_with("LayerGraphs/") && std::filesystem::exists(expert_file)) {
         const graphs::MsrSplit split = graphs::read_msr_split(expert_file, inst);
-        std::vector<int32_t> device_of(inst.graph.num_ops(), -1);
-        for (size_t d = 0; d < split.accelerators.size(); ++d)
-          for (graphs::OpId op : split.accelerators[d]) device_of[op] = static_cast<int32_t>(d);
-        for (size_t c = 0; c < split.cpus.size(); ++c)
-          for (graphs::OpId op : split.cpus[c]) device_of[op] = inst.max_accelerators + static_cast<int32_t>(c);
-        expert = ms(sim::max_load(simulator, device_of).max_load_s);
+        expert = ms(sim::max_load(simulator, graphs::split_placement(split, inst)).max_load_s);
       }
       const std::string ratio = ref.time_s ? fmt::format("{:.0f}x", *ref.time_s / dp_s) : "reference unfinished";
       rows += fmt::format("| {} | {} | {} | {:.6g}{} | {:.6g}{} | {}{} | {:.6g}{} | {:.3f} s | {} | {} | {:.3f} s |\n",

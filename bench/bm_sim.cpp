@@ -1,8 +1,10 @@
 // Speed of the simulator on a 50k-op graph (8-layer GNMT training from the zoo) on 8 GPUs: one full
-// simulation (random and contiguous placements), batch scaling over threads, incremental one-op moves. Results and the command
-// are recorded in bench/results/sim.md.
+// simulation (random and contiguous placements), batch scaling over threads (wall and CPU time),
+// incremental one-op moves (uniformly random, Placeto-style sweeps in topological order, late ops) and
+// how much of the schedule one move changes. Results and the command are recorded in bench/results/sim.md.
 //   build/<dir>/bench/bm_sim --benchmark_counters_tabular=true
 #include <algorithm>
+#include <ctime>
 #include <memory>
 #include <random>
 
@@ -14,6 +16,7 @@
 #include "sim/engine.h"
 #include "sim/placement.h"
 #include "sim/presets.h"
+#include "sim/trace.h"
 
 namespace {
 
@@ -90,15 +93,32 @@ void BM_SimulateRandomSharing(benchmark::State& state) {
 }
 BENCHMARK(BM_SimulateRandomSharing)->Unit(benchmark::kMillisecond);
 
-// 64 random placements per iteration over state.range(0) worker threads.
+double process_cpu_s() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+// 64 random placements per iteration over state.range(0) worker threads. Wall time shows the scaling
+// where cores are free; cpu_ms_per_sim (CPU time of all threads per simulation) shows it independently
+// of the machine's load: it stays flat when parallel runs do not slow each other down, and
+// cpu_per_wall is how many cores the batch actually got.
 void BM_Batch(benchmark::State& state) {
   Setup& s = setup();
   tbb::global_control threads(tbb::global_control::max_allowed_parallelism, static_cast<size_t>(state.range(0)));
+  std::vector<sim::SimResult> results;
+  s.sim->simulate_batch(s.random, results);  // per-thread scratch and results exist before timing
+  double cpu_s = 0;
   for (auto _ : state) {
-    auto results = s.sim->simulate_batch(s.random);
+    const double cpu_before = process_cpu_s();
+    s.sim->simulate_batch(s.random, results);
+    cpu_s += process_cpu_s() - cpu_before;
     benchmark::DoNotOptimize(results.data());
   }
-  report(state, state.iterations() * static_cast<int64_t>(s.random.size()));
+  const auto sims = state.iterations() * static_cast<int64_t>(s.random.size());
+  report(state, sims);
+  state.counters["cpu_ms_per_sim"] = cpu_s * 1e3 / static_cast<double>(sims);
+  state.counters["cpu_per_wall"] = benchmark::Counter(cpu_s, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Batch)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
@@ -119,6 +139,76 @@ void BM_IncrementalMove(benchmark::State& state) {
   report(state, state.iterations());
 }
 BENCHMARK(BM_IncrementalMove)->Arg(4)->Arg(16)->Arg(64)->Unit(benchmark::kMillisecond);
+
+// Placeto's episode: ops move to random devices one after another in topological order. A benchmark
+// sees a few hundred moves, not a 52k-move episode, so consecutive moves step 101 ops along the order:
+// the moved ops still advance through the graph, and the run samples all of it evenly.
+void BM_IncrementalTopological(benchmark::State& state) {
+  Setup& s = setup();
+  sim::IncrementalSimulator inc(*s.sim, s.random[0]);
+  std::mt19937_64 rng(7);
+  const auto order = s.graph.topo_order();
+  size_t i = 0;
+  constexpr size_t kStride = 101;
+  double replayed = 0;
+  for (auto _ : state) {
+    const graphs::OpId op = order[i % order.size()];
+    i += kStride;
+    auto device = static_cast<int32_t>(rng() % static_cast<uint64_t>(s.cluster.num_devices()));
+    benchmark::DoNotOptimize(inc.move(op, device).step_time_s);
+    replayed += inc.last_replayed_fraction();
+  }
+  state.counters["replayed"] = replayed / static_cast<double>(state.iterations());
+  report(state, state.iterations());
+}
+BENCHMARK(BM_IncrementalTopological)->Unit(benchmark::kMillisecond);
+
+// Moves of late ops: uniformly among the last state.range(0) percent of the topological order.
+void BM_IncrementalLate(benchmark::State& state) {
+  Setup& s = setup();
+  sim::IncrementalSimulator inc(*s.sim, s.random[0]);
+  std::mt19937_64 rng(7);
+  const auto order = s.graph.topo_order();
+  const auto late = static_cast<uint64_t>(order.size()) * static_cast<uint64_t>(state.range(0)) / 100;
+  double replayed = 0;
+  for (auto _ : state) {
+    const graphs::OpId op = order[order.size() - 1 - rng() % late];
+    auto device = static_cast<int32_t>(rng() % static_cast<uint64_t>(s.cluster.num_devices()));
+    benchmark::DoNotOptimize(inc.move(op, device).step_time_s);
+    replayed += inc.last_replayed_fraction();
+  }
+  state.counters["replayed"] = replayed / static_cast<double>(state.iterations());
+  report(state, state.iterations());
+}
+BENCHMARK(BM_IncrementalLate)->Arg(10)->Arg(1)->Unit(benchmark::kMillisecond);
+
+// Not a timing: how much of the schedule one random move really changes (ops whose start time differs
+// from the unmoved run, as a fraction of all ops). Any exact re-simulation has to redo at least those,
+// so 1 / changed bounds the speedup of an incremental run that replays only what changed.
+void BM_MoveFootprint(benchmark::State& state) {
+  Setup& s = setup();
+  const int32_t n = s.graph.num_ops();
+  auto starts = [&](std::span<const int32_t> place) {
+    sim::TraceRecorder trace(*s.sim);
+    s.sim->simulate(place, &trace);
+    std::vector<double> start(static_cast<size_t>(n));
+    for (const auto& e : trace.ops()) start[e.op] = e.start_s;
+    return start;
+  };
+  const std::vector<double> base = starts(s.random[0]);
+  std::mt19937_64 rng(7);
+  double changed = 0;
+  for (auto _ : state) {
+    std::vector<int32_t> place = s.random[0];
+    place[rng() % static_cast<uint64_t>(n)] = static_cast<int32_t>(rng() % static_cast<uint64_t>(s.cluster.num_devices()));
+    const std::vector<double> moved = starts(place);
+    int64_t differ = 0;
+    for (int32_t op = 0; op < n; ++op) differ += moved[op] != base[op];
+    changed += static_cast<double>(differ) / n;
+  }
+  state.counters["changed"] = changed / static_cast<double>(state.iterations());
+}
+BENCHMARK(BM_MoveFootprint)->Iterations(40)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -31,5 +31,8 @@ void add_place_command(CLI::App& app);
 void add_compare_command(CLI::App& app);
 void add_cluster_command(CLI::App& app);
 void add_simulate_command(CLI::App& app);
+void add_train_command(CLI::App& app);
+void add_replay_command(CLI::App& app);
+void add_calibrate_command(CLI::App& app);
 
 }  // namespace placelab::cli

@@ -59,12 +59,7 @@ void run(const CompareArgs& a) {
   }
   if (a.json) return print_json({{"graph", g.name()}, {"cluster", c.name()}, {"seed", a.seed}, {"rows", rows}});
   fmt::print("{} ({} ops) on {}\n", g.name(), g.num_ops(), c.name());
-  fmt::print("{:<16} {:>12} {:>12} {:>5} {:>12} {:>12}\n", "placer", "step time", "peak mem", "OOM", "bytes moved",
-             "place time");
-  for (const auto& r : runs)
-    fmt::print("{:<16} {:>12} {:>12} {:>5} {:>12} {:>12}\n", r.placer, human(r.sim.step_time_s, "s"),
-               human(*std::max_element(r.sim.device_peak_bytes.begin(), r.sim.device_peak_bytes.end()), "B"),
-               r.sim.oom ? "yes" : "no", human(r.sim.total_bytes_moved, "B"), human(r.placement_time_s, "s"));
+  print_runs_table(runs);
 }
 
 }  // namespace

@@ -17,6 +17,9 @@ int main(int argc, char** argv) {
   placelab::cli::add_compare_command(app);
   placelab::cli::add_cluster_command(app);
   placelab::cli::add_simulate_command(app);
+  placelab::cli::add_train_command(app);
+  placelab::cli::add_replay_command(app);
+  placelab::cli::add_calibrate_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,8 +1,11 @@
 // placelab place --graph G --cluster C --placer NAME [--options JSON] [--seed S] [--out F] [--json]
+// With no --placer it runs the pre-trained GDP policy and shows it beside HEFT, METIS and the human expert.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -16,9 +19,13 @@ namespace placelab::cli {
 
 namespace {
 
+// What the default run (no --placer) is shown beside.
+const std::vector<std::string> kBaselines = {"heft", "metis", "human_expert"};
+
 struct PlaceArgs {
-  // The defaults make `placelab place` alone show a real run: a training graph on a 4-GPU server.
-  std::string graph = "inception_v3:training=1", cluster = "v100-nvlink-4", placer = "heft", options = "{}", out;
+  // The defaults make `placelab place` alone show a real run: the pre-trained GDP policy placing a
+  // training graph on a 4-GPU server, beside the classic baselines. Empty placer = that default.
+  std::string graph = "inception_v3:training=1", cluster = "v100-nvlink-4", placer, options = "{}", out;
   uint64_t seed = 1;
   bool json = false;
 };
@@ -40,11 +47,16 @@ void print_run(const PlacerRun& r, const sim::Cluster& c) {
 
 void run(const PlaceArgs& a) {
   nlohmann::json options = parse_options(a.options);
-  policy::make_placer(a.placer);  // unknown names fail before any work
+  const bool with_baselines = a.placer.empty();
+  const std::string placer = with_baselines ? "gdp" : a.placer;
+  policy::make_placer(placer);  // unknown names fail before any work
   graphs::Graph g = load_graph(a.graph);
   sim::Cluster c = sim::load_cluster(a.cluster);
   sim::Simulator simulator(g, c);
-  PlacerRun r = run_placer(simulator, a.placer, options, a.seed);
+  PlacerRun r = run_placer(simulator, placer, options, a.seed);
+  std::vector<PlacerRun> baselines;
+  if (with_baselines)
+    for (const auto& name : kBaselines) baselines.push_back(run_placer(simulator, name, nlohmann::json::object(), a.seed));
   if (!a.out.empty()) {
     sim::write_placement({g.name(), c.name(), r.result.device_of}, a.out);
     fmt::print(stderr, "wrote {}\n", a.out);
@@ -55,10 +67,19 @@ void run(const PlaceArgs& a) {
     doc["cluster"] = c.name();
     doc["seed"] = a.seed;
     doc["simulation"] = sim::result_to_json(r.sim, c);
+    if (with_baselines) {
+      doc["baselines"] = nlohmann::json::array();
+      for (const auto& b : baselines) doc["baselines"].push_back(run_to_json(b, c));
+    }
     return print_json(doc);
   }
   fmt::print("graph          {:>12}  ({} ops)\ncluster        {:>12}\n", g.name(), g.num_ops(), c.name());
   print_run(r, c);
+  if (with_baselines) {
+    baselines.insert(baselines.begin(), r);
+    fmt::print("\nbeside the classic baselines (placelab compare runs more):\n");
+    print_runs_table(baselines);
+  }
 }
 
 }  // namespace
@@ -93,6 +114,18 @@ PlacerRun run_placer(const sim::Simulator& simulator, const std::string& placer,
   return r;
 }
 
+void print_runs_table(std::span<const PlacerRun> runs) {
+  double slowest = 0;
+  for (const auto& r : runs) slowest = std::max(slowest, r.sim.step_time_s);
+  fmt::print("{:<16} {:>12} {:>8} {:>12} {:>5} {:>12} {:>12}\n", "placer", "step time", "speed-up", "peak mem", "OOM",
+             "bytes moved", "place time");
+  for (const auto& r : runs)
+    fmt::print("{:<16} {:>12} {:>7.2f}x {:>12} {:>5} {:>12} {:>12}\n", r.placer, human(r.sim.step_time_s, "s"),
+               r.sim.step_time_s > 0 ? slowest / r.sim.step_time_s : 1.0,
+               human(*std::max_element(r.sim.device_peak_bytes.begin(), r.sim.device_peak_bytes.end()), "B"),
+               r.sim.oom ? "yes" : "no", human(r.sim.total_bytes_moved, "B"), human(r.placement_time_s, "s"));
+}
+
 nlohmann::json run_to_json(const PlacerRun& r, const sim::Cluster& c) {
   nlohmann::json peaks = nlohmann::json::object();
   for (int32_t d = 0; d < c.num_devices(); ++d) peaks[c.device(d).name] = r.sim.device_peak_bytes[d];
@@ -111,7 +144,9 @@ void add_place_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("place", "Place a graph on a cluster with a named placer and simulate the result");
   cmd->add_option("--graph", args->graph, "Graph file or zoo name (NAME[:key=value,...]); default inception_v3:training=1");
   cmd->add_option("--cluster", args->cluster, "Cluster file or preset name; default v100-nvlink-4");
-  cmd->add_option("--placer", args->placer, "Placer name (placelab compare --list shows them); default heft");
+  cmd->add_option("--placer", args->placer,
+                  "Placer name (placelab compare --list shows them); default: the pre-trained gdp policy, shown "
+                  "beside heft, metis and human_expert");
   cmd->add_option("--options", args->options, "Placer options as a JSON object, e.g. '{\"steps\": 100}'");
   cmd->add_option("--seed", args->seed, "Seed of the placer's random choices (default 1)");
   cmd->add_option("--out", args->out, "Write the placement as a placelab.placement file");

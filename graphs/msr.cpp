@@ -230,4 +230,13 @@ MsrSplit read_msr_split(const std::string& path, const MsrInstance& instance) {
   return msr_split_from_json(io::read_json_file(path), path, instance);
 }
 
+std::vector<int32_t> split_placement(const MsrSplit& split, const MsrInstance& instance) {
+  std::vector<int32_t> device_of(instance.graph.num_ops(), -1);
+  for (size_t d = 0; d < split.accelerators.size(); ++d)
+    for (OpId op : split.accelerators[d]) device_of[op] = static_cast<int32_t>(d);
+  for (size_t c = 0; c < split.cpus.size(); ++c)
+    for (OpId op : split.cpus[c]) device_of[op] = instance.max_accelerators + static_cast<int32_t>(c);
+  return device_of;
+}
+
 }  // namespace placelab::graphs

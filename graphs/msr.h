@@ -50,4 +50,8 @@ MsrSplit read_msr_split(const std::string& path, const MsrInstance& instance);
 /** The same from a parsed split document; `origin` names it in errors. */
 MsrSplit msr_split_from_json(const nlohmann::json& doc, const std::string& origin, const MsrInstance& instance);
 
+/** The split as a placement on msr_cluster(instance): accelerator d is device d, CPU c is device
+    max_accelerators + c; ops the split leaves out get -1. */
+std::vector<int32_t> split_placement(const MsrSplit& split, const MsrInstance& instance);
+
 }  // namespace placelab::graphs

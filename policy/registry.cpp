@@ -6,6 +6,7 @@
 #include "policy/placer.h"
 #include "policy/classic/throughput.h"
 #include "policy/classic/units.h"
+#include "policy/learned/learners.h"
 
 namespace placelab::policy {
 
@@ -26,6 +27,10 @@ const std::vector<PlacerInfo>& placers() {
       {"m_etf", "Baechi m-ETF: earliest task first under memory limits (Jeon et al. 2020)", &make_m_etf_placer},
       {"m_sct", "Baechi m-SCT: small-communication-time LP favourite children + m-ETF (Jeon et al. 2020)", &make_m_sct_placer},
       {"annealing", "simulated annealing over one-class moves with incremental re-simulation (FlexFlow's MCMC)", &make_annealing_placer},
+      {"gdp", "GDP: GraphSAGE + segment-recurrent attention, all nodes in one pass, PPO; pre-trained (Zhou et al.)", [] { return learned::make_learned_placer("gdp"); }},
+      {"placeto", "Placeto: MDP of per-node moves, GNN over graph + placement, REINFORCE (Addanki et al. 2019)", [] { return learned::make_learned_placer("placeto"); }},
+      {"hdp", "HDP: feed-forward grouper + attentional LSTM placer, REINFORCE (Mirhoseini et al. 2018)", [] { return learned::make_learned_placer("hdp"); }},
+      {"hsdag", "HSDAG: coarsening + GNN over structural features + grouping policy, end to end (Duan et al. 2024)", [] { return learned::make_learned_placer("hsdag"); }},
   };
   return table;
 }

@@ -121,6 +121,10 @@ class Simulator {
   /** One run; with `checkpoints`, saves the state every so many events; `fresh` = false resumes `s`. */
   void run(std::span<const int32_t> device_of, SimScratch& s, SimResult& out, SimObserver* observer,
            SimCheckpoints* checkpoints = nullptr, bool fresh = true) const;
+  /** run() for one mode: kGeneral = false only for the default options without an observer. */
+  template <bool kGeneral>
+  void run_mode(std::span<const int32_t> device_of, SimScratch& s, SimResult& out, SimObserver* observer,
+                SimCheckpoints* checkpoints, bool fresh) const;
 
   const graphs::Graph* graph_;
   const Cluster* cluster_;

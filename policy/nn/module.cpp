@@ -43,7 +43,7 @@ int64_t parameter_count(const ParamList<T>& params) {
   return count;
 }
 
-void save_parameters(const std::string& path, const ParamList<float>& params) {
+nlohmann::json parameters_to_json(const ParamList<float>& params) {
   io::json list = io::json::array();
   for (const auto& p : params) {
     const auto& v = p.tensor.value();
@@ -51,12 +51,19 @@ void save_parameters(const std::string& path, const ParamList<float>& params) {
                     {"shape", {v.rows(), v.cols()}},
                     {"data", std::vector<float>(v.data(), v.data() + v.size())}});
   }
-  io::write_json_atomic(path, {{"format", "placelab.params"}, {"version", 1}, {"params", std::move(list)}}, -1);
+  return {{"format", "placelab.params"}, {"version", 1}, {"params", std::move(list)}};
+}
+
+void save_parameters(const std::string& path, const ParamList<float>& params) {
+  io::write_json_atomic(path, parameters_to_json(params), -1);
 }
 
 void load_parameters(const std::string& path, const ParamList<float>& params) {
-  const io::json doc = io::read_json_file(path);
-  const io::JsonNode root(doc, path);
+  parameters_from_json(io::read_json_file(path), path, params);
+}
+
+void parameters_from_json(const nlohmann::json& doc, const std::string& origin, const ParamList<float>& params) {
+  const io::JsonNode root(doc, origin);
   root.check_header("placelab.params", {1});
   root.check_fields({"format", "version", "params"});
   const io::JsonNode list = root.at("params");

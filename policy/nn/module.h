@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "policy/autodiff/ops.h"
 
 namespace placelab::nn {
@@ -59,5 +61,14 @@ void save_parameters(const std::string& path, const ParamList<float>& params);
  * differs from the model's. Nothing is modified unless the whole file fits.
  */
 void load_parameters(const std::string& path, const ParamList<float>& params);
+
+/** The placelab.params document of `params` (what save_parameters writes; checkpoints embed it). */
+nlohmann::json parameters_to_json(const ParamList<float>& params);
+
+/**
+ * Loads a placelab.params document into `params` with load_parameters' checks; `origin` names it in
+ * errors (a file, or a checkpoint and its field). Nothing is modified unless the whole document fits.
+ */
+void parameters_from_json(const nlohmann::json& doc, const std::string& origin, const ParamList<float>& params);
 
 }  // namespace placelab::nn

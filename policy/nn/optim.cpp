@@ -8,11 +8,54 @@
 #include <fmt/format.h>
 
 #include "graphs/error.h"
+#include "graphs/json_util.h"
 
 namespace placelab::nn {
 
+using autodiff::Index;
 using autodiff::MatrixF;
 using autodiff::Tensor;
+
+namespace {
+
+// Per-parameter state matrices as flat float lists ([] for a parameter that never got a gradient).
+nlohmann::json matrices_to_json(const std::vector<MatrixF>& matrices) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const MatrixF& m : matrices) out.push_back(std::vector<float>(m.data(), m.data() + m.size()));
+  return out;
+}
+
+std::vector<MatrixF> matrices_from_json(const io::JsonNode& node, const std::vector<Tensor>& params) {
+  if (node.size() != params.size()) {
+    node.fail(fmt::format("has {} entries but the optimiser has {} parameters (state of another model?)", node.size(),
+                          params.size()));
+  }
+  std::vector<MatrixF> out(params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    const io::JsonNode entry = node.at(i);
+    const size_t n = entry.size();
+    if (n == 0) continue;
+    if (static_cast<Index>(n) != params[i].size()) {
+      entry.fail(fmt::format("has {} numbers but parameter {} has {} (state of another model?)", n, i, params[i].size()));
+    }
+    MatrixF m(params[i].rows(), params[i].cols());
+    for (size_t k = 0; k < n; ++k) m.data()[k] = static_cast<float>(entry.at(k).as_number());
+    out[i] = std::move(m);
+  }
+  return out;
+}
+
+// Checks the kind of a saved state and reads its learning rate.
+double read_lr(const io::JsonNode& root, std::string_view kind) {
+  if (root.at("kind").as_string() != kind) {
+    root.at("kind").fail(fmt::format("is \"{}\" but this optimiser is {}", root.at("kind").as_string(), kind));
+  }
+  const double lr = root.at("lr").as_number();
+  if (!(lr > 0)) root.at("lr").fail("must be > 0");
+  return lr;
+}
+
+}  // namespace
 
 void Optimizer::zero_grad() {
   for (const Tensor& p : params_) p.zero_grad();
@@ -44,6 +87,19 @@ void Sgd::step() {
     }
     p.mutable_value() -= lr * d;
   }
+}
+
+nlohmann::json Sgd::state() const {
+  return {{"kind", "sgd"}, {"lr", options_.lr}, {"velocity", matrices_to_json(velocity_)}};
+}
+
+void Sgd::load_state(const nlohmann::json& state) {
+  const io::JsonNode root(state, "optimizer state");
+  root.expect_object();
+  root.check_fields({"kind", "lr", "velocity"});
+  const double lr = read_lr(root, "sgd");
+  velocity_ = matrices_from_json(root.at("velocity"), params_);
+  options_.lr = lr;
 }
 
 Adam::Adam(std::vector<Tensor> params, AdamOptions options) : Optimizer(std::move(params)), options_(options) {
@@ -81,6 +137,28 @@ void Adam::step() {
     }
     value.array() -= (lr / correction1) * m_[i].array() / ((v_[i].array() / correction2).sqrt() + eps);
   }
+}
+
+nlohmann::json Adam::state() const {
+  return {{"kind", "adam"}, {"lr", options_.lr}, {"steps", steps_}, {"m", matrices_to_json(m_)}, {"v", matrices_to_json(v_)}};
+}
+
+void Adam::load_state(const nlohmann::json& state) {
+  const io::JsonNode root(state, "optimizer state");
+  root.expect_object();
+  root.check_fields({"kind", "lr", "steps", "m", "v"});
+  const double lr = read_lr(root, "adam");
+  const int64_t steps = root.at("steps").as_int();
+  if (steps < 0) root.at("steps").fail("must be >= 0");
+  std::vector<MatrixF> m = matrices_from_json(root.at("m"), params_);
+  std::vector<MatrixF> v = matrices_from_json(root.at("v"), params_);
+  for (size_t i = 0; i < m.size(); ++i) {
+    if ((m[i].size() == 0) != (v[i].size() == 0)) root.at("v").at(i).fail("is set where m is not, or the reverse");
+  }
+  m_ = std::move(m);
+  v_ = std::move(v);
+  steps_ = steps;
+  options_.lr = lr;
 }
 
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {

@@ -5,6 +5,8 @@
 
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "policy/autodiff/tensor.h"
 
 namespace placelab::nn {
@@ -39,6 +41,13 @@ class Optimizer {
   virtual double lr() const = 0;
   virtual void set_lr(double lr) = 0;
   const std::vector<autodiff::Tensor>& params() const { return params_; }
+  /**
+   * Moments, step count and learning rate as JSON (floats print with round-trip precision), so that a
+   * checkpointed run continues bit for bit: {"kind", "lr", per-parameter matrices ([] where unset)}.
+   */
+  virtual nlohmann::json state() const = 0;
+  /** Restores state(); throws placelab::Error naming the field for another kind or other shapes. */
+  virtual void load_state(const nlohmann::json& state) = 0;
 
  protected:
   std::vector<autodiff::Tensor> params_;
@@ -51,6 +60,8 @@ class Sgd : public Optimizer {
   void step() override;
   double lr() const override { return options_.lr; }
   void set_lr(double lr) override { options_.lr = lr; }
+  nlohmann::json state() const override;
+  void load_state(const nlohmann::json& state) override;
 
  private:
   SgdOptions options_;
@@ -65,6 +76,8 @@ class Adam : public Optimizer {
   double lr() const override { return options_.lr; }
   void set_lr(double lr) override { options_.lr = lr; }
   int64_t steps() const { return steps_; }
+  nlohmann::json state() const override;
+  void load_state(const nlohmann::json& state) override;
 
  private:
   AdamOptions options_;

@@ -199,6 +199,11 @@ void init_graphs(py::module_& m) {
       }, py::arg("id"), "The op of msr node `id`; ValueError when there is none.");
   m.def("read_msr", [](const std::string& path) { return graphs::read_msr(path); }, py::arg("path"),
         "Reads an msr-dnn-partitioning instance file (throughput-inputs/*/NAME.json).");
+  m.def("read_msr_split", [](const std::string& path, const graphs::MsrInstance& instance) {
+    return to_numpy(graphs::split_placement(graphs::read_msr_split(path, instance), instance));
+  }, py::arg("path"), py::arg("instance"),
+        "Reads a human-expert split (human-experts/NAME_expert.json) of `instance` as a placement on "
+        "msr_cluster(instance) (int32 array; -1 for ops the split leaves out).");
 
   py::class_<Coarsening>(m, "Coarsening", "A coarse graph and, for each original op, the coarse op holding it.")
       .def("__repr__", [](const Coarsening& c) {

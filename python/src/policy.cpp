@@ -1,14 +1,62 @@
 // Bindings of policy/: the placer registry, bound generically (placers() and place(name, ...)), so a
 // placer added to registry.cpp appears in Python with no binding change.
+#include <type_traits>
+
 #include <fmt/format.h>
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
 
 #include "graphs/error.h"
 #include "policy/placer.h"
+#include "policy/rl/trainer.h"
 #include "python/src/bindings.h"
 
 namespace placelab::python {
+namespace {
+
+/** What a callback argument becomes in Python: itself, or a dict for a training-log entry. */
+template <class T>
+const T& to_python(const T& value) {
+  return value;
+}
+py::object to_python(const rl::LogEntry& entry) { return from_json(rl::to_json(entry)); }
+
+/**
+ * A Python callable made callable from C++ code that runs without the GIL: takes the GIL per call, and
+ * rethrows a Python exception as a C++ one, so no Python state crosses the GIL-free core.
+ */
+template <class R, class... Args>
+std::function<R(Args...)> gil_callback(const py::object& fn, const char* what) {
+  if (fn.is_none()) return {};
+  if (!PyCallable_Check(fn.ptr())) throw Error(fmt::format("{} must be callable", what));
+  return [fn, what](Args... args) -> R {
+    py::gil_scoped_acquire acquire;
+    try {
+      if constexpr (std::is_void_v<R>) {
+        fn(to_python(args)...);
+      } else {
+        py::object out = fn(to_python(args)...);
+        return out.is_none() ? R{true} : out.cast<R>();  // None means "go on"
+      }
+    } catch (py::error_already_set& e) {
+      throw std::runtime_error(fmt::format("{} raised: {}", what, e.what()));
+    }
+  };
+}
+
+/** One training task from a (Graph, Cluster) or (name, Graph, Cluster) tuple; the core keeps copies. */
+rl::Task task_of(const py::handle& item, size_t k, const rl::RewardOptions& reward) {
+  const auto t = py::reinterpret_borrow<py::tuple>(item);
+  if (!py::isinstance<py::tuple>(item) || (t.size() != 2 && t.size() != 3))
+    throw Error(fmt::format("tasks[{}] must be a (graph, cluster) or (name, graph, cluster) tuple", k));
+  const size_t first = t.size() - 2;
+  auto graph = std::make_shared<const graphs::Graph>(t[first].cast<const graphs::Graph&>());
+  auto cluster = std::make_shared<const sim::Cluster>(t[first + 1].cast<const sim::Cluster&>());
+  std::string name = first == 1 ? t[0].cast<std::string>() : fmt::format("{} on {}", graph->name(), cluster->name());
+  return rl::make_task(std::move(name), std::move(graph), std::move(cluster), reward);
+}
+
+}  // namespace
 
 void init_policy(py::module_& m) {
   m.def("placers", [] {
@@ -19,27 +67,14 @@ void init_policy(py::module_& m) {
 
   m.def("place", [](const sim::Simulator& s, const std::string& name, const py::object& options, uint64_t seed,
                     const py::object& progress) {
-    if (!progress.is_none() && !PyCallable_Check(progress.ptr())) {
-      throw Error("progress must be callable (it receives a status string)");
-    }
+    auto report = gil_callback<void, std::string_view>(progress, "progress callback");  // checked first
     auto placer = policy::make_placer(name);
     policy::PlaceRequest request{.simulator = s,
                                  .options = options.is_none() ? nlohmann::json::object()
                                                               : to_json(options, fmt::format("placer {} options", name)),
                                  .seed = seed,
-                                 .progress = {}};
+                                 .progress = std::move(report)};
     if (!request.options.is_object()) throw Error(fmt::format("placer {} options must be a dict", name));
-    if (!progress.is_none()) {
-      request.progress = [progress](std::string_view status) {
-        py::gil_scoped_acquire acquire;
-        try {
-          progress(std::string(status));
-        } catch (py::error_already_set& e) {
-          // Rethrown as a C++ exception so no Python state crosses the GIL-free placer code.
-          throw std::runtime_error(fmt::format("progress callback raised: {}", e.what()));
-        }
-      };
-    }
     policy::PlaceResult result;
     {
       py::gil_scoped_release release;
@@ -52,6 +87,62 @@ void init_policy(py::module_& m) {
         py::arg("progress") = py::none(),
         "Places every op of simulator.graph with the placer `name` (see placers()); options is a dict of "
         "placer-specific options, progress an optional callable(str). Returns (placement int32 array, info dict).");
+
+  m.def("learners", [] {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const auto& l : rl::learners()) out.emplace_back(l.name, l.summary);
+    return out;
+  }, "Every learned policy as (name, summary): what train() takes.");
+
+  m.def("train", [](const std::string& policy, const py::list& tasks, int64_t steps, double minutes,
+                    const py::object& checkpoint, int64_t checkpoint_every, bool resume, uint64_t seed,
+                    const py::object& options, const py::object& reward, const py::object& on_step,
+                    const py::object& progress) {
+    const nlohmann::json policy_options =
+        options.is_none() ? nlohmann::json::object() : to_json(options, fmt::format("{} options", policy));
+    const rl::RewardOptions reward_options =
+        reward.is_none() ? rl::RewardOptions{} : rl::reward_options_from_json(to_json(reward, "reward"), "reward");
+    if (tasks.empty()) throw Error("train needs at least one (graph, cluster) task");
+    std::vector<rl::Task> task_list;
+    for (size_t k = 0; k < tasks.size(); ++k) task_list.push_back(task_of(tasks[k], k, reward_options));
+    rl::TrainOptions train_options{.steps = steps, .minutes = minutes,
+                                   .checkpoint_dir = checkpoint.is_none() ? "" : checkpoint.cast<std::string>(),
+                                   .checkpoint_every = checkpoint_every, .resume = resume, .seed = seed};
+    auto learner = rl::make_learner(policy, policy_options, seed);
+    rl::TrainSummary summary;
+    {
+      py::gil_scoped_release release;
+      summary = rl::train(*learner, task_list, train_options,
+                          gil_callback<bool, const rl::LogEntry&>(on_step, "on_step callback"),
+                          gil_callback<void, std::string_view>(progress, "progress callback"));
+    }
+    py::list placements;
+    for (const auto& p : summary.best_placement) placements.append(to_numpy(p));
+    py::dict out;
+    out["steps"] = summary.steps;
+    out["wall_s"] = summary.wall_s;
+    out["tasks"] = [&] { py::list names; for (const auto& t : task_list) names.append(t.name); return names; }();
+    out["reference_s"] = [&] { py::list r; for (const auto& t : task_list) r.append(t.reference_s); return r; }();
+    out["best_cost_s"] = summary.best_cost_s;
+    out["best_step"] = summary.best_step;
+    out["best_placement"] = placements;
+    return out;
+  }, py::arg("policy"), py::arg("tasks"), py::arg("steps") = 100, py::arg("minutes") = 0.0,
+        py::arg("checkpoint") = py::none(), py::arg("checkpoint_every") = 10, py::arg("resume") = false,
+        py::arg("seed") = 0, py::arg("options") = py::none(), py::arg("reward") = py::none(),
+        py::arg("on_step") = py::none(), py::arg("progress") = py::none(),
+        "Trains learned policy `policy` (see learners()) on tasks, a list of (graph, cluster) or (name, graph, "
+        "cluster) tuples, for `steps` steps (or `minutes`). With `checkpoint` (a folder) it writes log.jsonl and "
+        "checkpoint.json there; resume=True continues that run exactly. on_step(entry: dict) is called after every "
+        "step (return False to stop), e.g. for a live plot; progress(str) now and then. Returns a dict with steps, "
+        "wall_s, and per task best_cost_s, best_step and best_placement (int32 arrays). Place with the result via "
+        "place(simulator, policy, {'checkpoint': folder}).");
+
+  m.def("read_checkpoint", [](const std::string& path) {
+    nlohmann::json doc = rl::read_checkpoint(path);
+    doc.erase("learner");  // parameters and moments: large, and only the core reads them
+    return from_json(doc);
+  }, py::arg("path"), "A training checkpoint's header (format, policy, options, step, trainer state) as a dict.");
 }
 
 }  // namespace placelab::python

@@ -6,11 +6,17 @@ from cli_runner import placelab
 GRAPH = "random_dag:ops=120,seed=3"
 
 
-def test_place_without_arguments_runs_the_embedded_default():
+def test_place_without_arguments_runs_the_pretrained_gdp_beside_baselines():
     out = placelab("place").stdout
-    for text in ("inception_v3_training", "v100-nvlink-4", "heft", "step time", "peak mem", "out of memory",
-                 "bytes moved", "placement time", "gpu3"):
+    for text in ("inception_v3_training", "v100-nvlink-4", "gdp", "step time", "peak mem", "out of memory",
+                 "bytes moved", "placement time", "gpu3", "pretrained", "heft", "metis", "human_expert", "speed-up"):
         assert text in out
+    doc = json.loads(placelab("place", "--json").stdout)
+    assert doc["placer"] == "gdp" and doc["info"]["start"] == "pretrained" and doc["info"]["steps"] == 0
+    assert [b["placer"] for b in doc["baselines"]] == ["heft", "metis", "human_expert"]
+    assert all(b["step_time_s"] > 0 for b in doc["baselines"])
+    named = json.loads(placelab("place", "--placer", "heft", "--json").stdout)
+    assert "baselines" not in named and named["step_time_s"] == doc["baselines"][0]["step_time_s"]
 
 
 def test_place_json_and_out_file_agree_with_simulate(tmp_path):

@@ -219,7 +219,7 @@ TEST_CASE("graphs::zoo: generators are deterministic and seeds change the seeded
   }
 }
 
-TEST_CASE("graphs::zoo: FLOPs scale with the batch; parameters do not", "[graphs]") {
+TEST_CASE("graphs::zoo: FLOPs scale with the batch, parameters do not", "[graphs]") {
   for (const zoo::ModelInfo& info : zoo::models()) {
     const bool batched = std::any_of(info.params.begin(), info.params.end(), [](auto& p) { return p.name == "batch"; });
     if (!batched) continue;

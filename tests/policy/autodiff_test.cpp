@@ -226,7 +226,7 @@ TEST_CASE("autodiff: deep tapes run and free without recursion", "[policy][autod
   CHECK(!z.defined());
 }
 
-TEST_CASE("autodiff: backward releases intermediate values; retain_graph keeps them", "[policy][autodiff]") {
+TEST_CASE("autodiff: backward releases intermediate values, retain_graph keeps them", "[policy][autodiff]") {
   const TensorD w = TensorD::leaf(random_matrix(4, 4, 20), true);
   std::weak_ptr<Node<double>> hidden;
   TensorD loss;

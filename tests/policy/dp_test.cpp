@@ -125,7 +125,7 @@ void check_readme_optima(const std::vector<std::pair<std::string, double>>& opti
   }
 }
 
-TEST_CASE("policy::dp: equals the README optimum on the layer graphs; the split evaluates to it", "[policy][dp]") {
+TEST_CASE("policy::dp: equals the README optimum on the layer graphs, the split evaluates to it", "[policy][dp]") {
   check_readme_optima({{"LayerGraphs/bert24_inference", 17.7899},
                        {"LayerGraphs/bert24_training", 41.7458},
                        {"LayerGraphs/resnet50_inference", 33.7747},
@@ -183,11 +183,7 @@ TEST_CASE("policy::dp: no contiguous baseline beats it (PipeDream, expert splits
     CHECK(pd_eval.contiguous);
     CHECK(pd_eval.max_load_s >= best * (1 - 1e-12));
     const graphs::MsrSplit split = graphs::read_msr_split(kMsrDir + "/human-experts/" + name + "_expert.json", l.instance);
-    std::vector<int32_t> device_of(l.instance.graph.num_ops(), -1);
-    for (size_t d = 0; d < split.accelerators.size(); ++d)
-      for (graphs::OpId op : split.accelerators[d]) device_of[op] = static_cast<int32_t>(d);
-    for (size_t c = 0; c < split.cpus.size(); ++c)
-      for (graphs::OpId op : split.cpus[c]) device_of[op] = l.instance.max_accelerators + static_cast<int32_t>(c);
+    const std::vector<int32_t> device_of = graphs::split_placement(split, l.instance);
     CHECK(sim::max_load(l.simulator, device_of).max_load_s >= best * (1 - 1e-12));
   }
 }
@@ -237,7 +233,7 @@ TEST_CASE("policy::dp: memory limits bind and an impossible limit is an error", 
   CHECK_THROWS_WITH(place("dp", too_small), Catch::Contains("fits the cluster's memory"));
 }
 
-TEST_CASE("policy::dp: too many ideals is an error suggesting coarsening; bad options are errors", "[policy][dp]") {
+TEST_CASE("policy::dp: too many ideals is an error suggesting coarsening, bad options are errors", "[policy][dp]") {
   Loaded l("LayerGraphs/resnet50_inference");
   CHECK_THROWS_WITH(place("dp", l.simulator, {{"max_ideals", 100}}), Catch::Contains("coarsen"));
   CHECK_THROWS_WITH(place("dp", l.simulator, {{"max_idealz", 100}}), Catch::Contains("max_idealz"));
@@ -289,7 +285,7 @@ TEST_CASE("policy::dp: small random graphs: local search (contiguous) and PipeDr
   }
 }
 
-TEST_CASE("policy::milp: contiguous equals the DP, non-contiguous is never worse; gap reported", "[policy][dp]") {
+TEST_CASE("policy::milp: contiguous equals the DP, non-contiguous is never worse, gap reported", "[policy][dp]") {
   for (uint64_t seed = 21; seed <= 23; ++seed) {
     INFO("seed " << seed);
     // Memory binds on some seeds: 7 ops of up to 10 bytes over two accelerators of 25 bytes and a CPU.

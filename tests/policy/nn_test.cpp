@@ -240,7 +240,7 @@ TEST_CASE("nn: optimisers follow their update rules", "[policy][nn]") {
   CHECK(steps.lr_at(10) == 0.25);
 }
 
-TEST_CASE("nn: parameters save and load exactly; wrong shapes are clear errors", "[policy][nn]") {
+TEST_CASE("nn: parameters save and load exactly, wrong shapes are clear errors", "[policy][nn]") {
   const std::string dir = (std::filesystem::temp_directory_path() / "placelab_nn_test").string();
   std::filesystem::create_directories(dir);
   const std::string path = dir + "/params.json";

@@ -63,3 +63,13 @@ def test_msr_errors_are_value_errors(instance, tmp_path):
 def test_the_instance_outlives_its_reader():
     g = placelab.read_msr(str(BERT)).graph  # the instance object is dropped here; its graph must stay valid
     assert g.num_ops > 0 and g.name == "bert24_inference"
+
+
+def test_expert_split_gives_the_readme_value(instance):
+    split = BERT.parents[2] / "human-experts" / "bert24_inference_expert.json"
+    placement = placelab.read_msr_split(str(split), instance)
+    assert placement.dtype == np.int32 and (placement >= 0).all()
+    sim = placelab.Simulator(instance.graph, placelab.msr_cluster(instance))
+    assert sim.max_load(placement)["max_load_s"] * 1e3 == pytest.approx(20.084, rel=1e-4)
+    with pytest.raises(ValueError, match="expert"):
+        placelab.read_msr_split(str(split.with_name("missing_expert.json")), instance)

@@ -102,7 +102,7 @@ TEST_CASE("sim::Cluster: devices never forward traffic for other devices", "[sim
   CHECK(c.route(2, 0)[0] == 3);  // bc walked b<-c is the b->a channel of "bc"
 }
 
-TEST_CASE("sim::presets: every preset builds; DGX-1 routes use NVLink where it exists", "[sim]") {
+TEST_CASE("sim::presets: every preset builds, DGX-1 routes use NVLink where it exists", "[sim]") {
   std::vector<std::string> names = preset_names();
   CHECK(names.size() >= 40);
   for (const auto& name : names) {

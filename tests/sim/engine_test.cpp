@@ -230,7 +230,7 @@ TEST_CASE("sim::Simulator: with bandwidth sharing, concurrent transfers split a 
   }
 }
 
-TEST_CASE("sim::Simulator: a multi-hop route holds every hop; latency adds, the slowest hop sets the rate", "[sim][golden]") {
+TEST_CASE("sim::Simulator: a multi-hop route holds every hop, latency adds, the slowest hop sets the rate", "[sim][golden]") {
   graphs::GraphBuilder b("hop");
   b.add_op(op("a", 1, 100));
   b.add_op(op("b", 1));

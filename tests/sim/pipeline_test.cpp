@@ -15,16 +15,6 @@ namespace {
 
 const std::string kMsrDir = std::string(PLACELAB_SHARED_DATA) + "/msr-dnn-partitioning";
 
-std::vector<int32_t> device_of_split(const graphs::MsrInstance& inst, const graphs::MsrSplit& split) {
-  std::vector<int32_t> device_of(inst.graph.num_ops(), -1);
-  const auto accelerators = static_cast<int32_t>(split.accelerators.size());
-  for (int32_t d = 0; d < accelerators; ++d)
-    for (graphs::OpId op : split.accelerators[d]) device_of[op] = d;
-  for (size_t c = 0; c < split.cpus.size(); ++c)
-    for (graphs::OpId op : split.cpus[c]) device_of[op] = accelerators + static_cast<int32_t>(c);
-  return device_of;
-}
-
 }  // namespace
 
 TEST_CASE("sim::max_load: the expert splits give the README's expert values", "[sim][msr]") {
@@ -44,7 +34,7 @@ TEST_CASE("sim::max_load: the expert splits give the README's expert values", "[
     Cluster cluster = msr_cluster(static_cast<int>(split.accelerators.size()), static_cast<int>(split.cpus.size()),
                                   inst.accelerator_memory_bytes);
     Simulator sim(inst.graph, cluster);
-    MaxLoadResult r = max_load(sim, device_of_split(inst, split));
+    MaxLoadResult r = max_load(sim, graphs::split_placement(split, inst));
     CHECK(r.max_load_s / graphs::kMsrSecondsPerUnit == Approx(c.expert_ms).epsilon(1e-4));
     CHECK(r.load_s[r.bottleneck_device] == r.max_load_s);
     CHECK(r.comm_s.back() == 0);  // the CPU pays no communication

@@ -1,0 +1,343 @@
+#!/usr/bin/python3
+"""Fidelity of the simulator against the CPU replay executor.
+
+Calibrates the CPU backend (`placelab calibrate`), then for several scaled-down zoo graphs and many
+placements (random, heuristic placers, contiguous splits, perturbed heuristics, communication-heavy
+ones) compares the simulator's predicted step time (roofline on the calibrated cluster) with the
+measured median step time of `placelab replay`. Writes fidelity.md, fidelity.json and a scatter plot
+(fidelity.png) into --out-dir.
+
+    /usr/bin/python3 bench/fidelity.py --bin build/release/cli/placelab          # full run, minutes
+    /usr/bin/python3 bench/fidelity.py --quick --bin build/dev/cli/placelab --out-dir /tmp/f   # seconds
+
+Learned placers are in the mix: `gdp` (the pre-trained policy, zero-shot) and `hdp` (100 training steps
+on each graph against the simulator of the calibrated cluster, its default).
+"""
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import random
+import subprocess
+import sys
+import tempfile
+import time
+
+# Scaled-down zoo graphs: a replay step takes milliseconds on one core.
+GRAPHS = [
+    ("resnet50", "resnet50:batch=1,image_size=32"),
+    ("bert", "bert:batch=1,seq_len=32,layers=2,hidden=128,heads=2,vocab=2000"),
+    ("transformer_xl", "transformer_xl:batch=1,seq_len=32,mem_len=32,layers=2,hidden=128,heads=2,inner=256,vocab=2000"),
+    ("rnnlm", "rnnlm:batch=4,layers=2,steps=8,hidden=128,vocab=2000"),
+    ("gnmt", "gnmt:batch=8,layers=2,steps=6,hidden=128,vocab=2000"),
+    ("wavenet", "wavenet:batch=1,seq_len=512,layers=10,channels=16,skip_channels=32"),
+]
+QUICK_GRAPHS = [("bert-tiny", "bert:batch=1,seq_len=8,layers=1,hidden=32,heads=2,vocab=100")]
+PLACERS = ["heft", "metis", "scotch", "round_robin", "m_etf", "m_topo", "m_sct", "single_device",
+           "human_expert", "gdp", "hdp"]
+
+
+def run(bin_path, *args, timeout=600):
+    try:
+        proc = subprocess.run([bin_path, *args], capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"placelab {' '.join(args)}: no answer in {timeout} s")
+    if proc.returncode != 0:
+        raise RuntimeError(f"placelab {' '.join(args)}: {proc.stderr.strip()}")
+    return proc.stdout
+
+
+def topo_order(n, edges):
+    preds = [0] * n
+    succ = [[] for _ in range(n)]
+    for src, dst in edges:
+        succ[src].append(dst)
+        preds[dst] += 1
+    ready = [i for i in range(n) if preds[i] == 0]
+    order = []
+    while ready:
+        v = min(ready)
+        ready.remove(v)
+        order.append(v)
+        for w in succ[v]:
+            preds[w] -= 1
+            if preds[w] == 0:
+                ready.append(w)
+    return order
+
+
+def placements_for(graph_doc, heuristics, devices, count, rng):
+    """(kind, name, device_of) tuples: heuristics, splits, communication-heavy, perturbed, random."""
+    ops = graph_doc["ops"]
+    n = len(ops)
+    index = {op["name"]: i for i, op in enumerate(ops)}
+    edges = [(e["src"] if isinstance(e["src"], int) else index[e["src"]],
+              e["dst"] if isinstance(e["dst"], int) else index[e["dst"]]) for e in graph_doc.get("edges", [])]
+    order = topo_order(n, edges)
+    out = [("heuristic", name, place) for name, place in heuristics]
+    for frac in (0.25, 0.5, 0.75):  # contiguous splits of the topological order
+        cut = int(frac * n)
+        place = [0] * n
+        for pos, op in enumerate(order):
+            place[op] = 0 if pos < cut else 1
+        out.append(("split", f"split{int(frac * 100)}", place))
+    alternate = [0] * n
+    for pos, op in enumerate(order):
+        alternate[op] = pos % devices
+    out.append(("comm-heavy", "alternate", alternate))
+    for k in range(3):  # every other block of 2^k ops in topological order
+        block = [0] * n
+        for pos, op in enumerate(order):
+            block[op] = (pos >> (k + 1)) % devices
+        out.append(("comm-heavy", f"blocks{2 << k}", block))
+    bases = [p for _, _, p in out if len(set(p)) > 1] or [alternate]
+    for i in range(min(8, max(0, count - len(out)) // 3)):  # heuristics with some ops moved
+        base = list(bases[i % len(bases)])
+        for op in rng.sample(range(n), max(1, n * (5 + 10 * (i % 3)) // 100)):
+            base[op] = rng.randrange(devices)
+        out.append(("perturbed", f"perturbed{i}", base))
+    i = 0
+    while len(out) < count:  # random, with a share on device 0 from 10% to 90%
+        share = 0.1 + 0.8 * rng.random()
+        out.append(("random", f"random{i}", [0 if rng.random() < share else rng.randrange(1, devices)
+                                             for _ in range(n)]))
+        i += 1
+    return out[:count]
+
+
+def ranks(values):
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    r = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            r[order[k]] = (i + j) / 2
+        i = j + 1
+    return r
+
+
+def pearson(x, y):
+    mx, my = sum(x) / len(x), sum(y) / len(y)
+    sxy = sum((a - mx) * (b - my) for a, b in zip(x, y))
+    sx = math.sqrt(sum((a - mx) ** 2 for a in x))
+    sy = math.sqrt(sum((b - my) ** 2 for b in y))
+    return sxy / (sx * sy) if sx > 0 and sy > 0 else float("nan")
+
+
+def spearman(x, y):
+    return pearson(ranks(x), ranks(y))
+
+
+def kendall_tau_b(x, y):
+    concordant = discordant = tx = ty = 0
+    for i in range(len(x)):
+        for j in range(i + 1, len(x)):
+            dx, dy = x[i] - x[j], y[i] - y[j]
+            if dx == 0 and dy == 0:
+                continue
+            if dx == 0:
+                tx += 1
+            elif dy == 0:
+                ty += 1
+            elif (dx > 0) == (dy > 0):
+                concordant += 1
+            else:
+                discordant += 1
+    denom = math.sqrt((concordant + discordant + tx) * (concordant + discordant + ty))
+    return (concordant - discordant) / denom if denom > 0 else float("nan")
+
+
+def percentile(values, q):
+    s = sorted(values)
+    if not s:
+        return float("nan")
+    pos = (len(s) - 1) * q
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def metrics(rows, key="measured_s"):
+    """Errors and rank agreement of the predictions with rows[i][key] (the median run, or the fastest)."""
+    pred = [r["predicted_s"] for r in rows]
+    meas = [r[key] for r in rows]
+    errors = [abs(p / m - 1) for p, m in zip(pred, meas)]
+    pairs = correct = 0
+    for i in range(len(rows)):
+        for j in range(i + 1, len(rows)):
+            if abs(meas[i] - meas[j]) <= 0.05 * min(meas[i], meas[j]):
+                continue
+            pairs += 1
+            correct += (pred[i] - pred[j]) * (meas[i] - meas[j]) > 0
+    best_sim = min(range(len(rows)), key=lambda i: pred[i])
+    return {
+        "placements": len(rows),
+        "mape": sum(errors) / len(errors),
+        "p95_error": percentile(errors, 0.95),
+        "spearman": spearman(pred, meas),
+        "kendall": kendall_tau_b(pred, meas),
+        "pairs_over_5pct": pairs,
+        "pairs_ordered": correct / pairs if pairs else float("nan"),
+        "sim_best_measured_over_best": meas[best_sim] / min(meas),
+        "sim_best_within_5pct": meas[best_sim] <= 1.05 * min(meas),
+    }
+
+
+def scatter(rows_by_graph, path):
+    """Predicted versus measured: the median run (left) and the fastest run (right) of each placement."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 2, figsize=(11, 5.5), sharex=True, sharey=True)
+    for ax, key, what in zip(axes, ("measured_s", "fastest_s"), ("median run", "fastest run")):
+        lo, hi = float("inf"), 0
+        for name, rows in rows_by_graph.items():
+            p = [1e3 * r["predicted_s"] for r in rows]
+            m = [1e3 * r[key] for r in rows]
+            ax.scatter(p, m, s=12, label=name, alpha=0.75)
+            lo, hi = min(lo, *p, *m), max(hi, *p, *m)
+        ax.plot([lo, hi], [lo, hi], "k--", lw=1, label="measured = predicted")
+        ax.fill_between([lo, hi], [lo * 0.9, hi * 0.9], [lo * 1.1, hi * 1.1], color="grey", alpha=0.15, label="±10%")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("predicted step time (ms), simulator on the calibrated cluster")
+        ax.set_ylabel(f"measured step time (ms), CPU replay ({what})")
+        ax.set_title(f"CPU replay, {what} of each placement")
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def fmt_row(name, m):
+    return (f"| {name} | {m['placements']} | {100 * m['mape']:.1f}% | {100 * m['p95_error']:.1f}% | "
+            f"{m['spearman']:.3f} | {m['kendall']:.3f} | {100 * m['pairs_ordered']:.1f}% ({m['pairs_over_5pct']}) | "
+            f"{'yes' if m['sim_best_within_5pct'] else 'no'} ({100 * (m['sim_best_measured_over_best'] - 1):.1f}%) |")
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bin", default=os.environ.get("PLACELAB_BIN", "build/release/cli/placelab"))
+    ap.add_argument("--out-dir", default=os.path.join(here, "results"))
+    ap.add_argument("--placements", type=int, default=50)
+    ap.add_argument("--repeats", type=int, default=9)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--calibration", help="reuse this calibrated cluster instead of calibrating")
+    ap.add_argument("--graphs", help="comma-separated subset of the graph names")
+    ap.add_argument("--quick", action="store_true", help="one tiny graph, 4 placements, quick calibration")
+    ap.add_argument("--replot", help="only redraw the scatter plot of this fidelity.json into --out-dir")
+    args = ap.parse_args()
+    if args.replot:
+        with open(args.replot) as f:
+            rows = json.load(f)["rows"]
+        by_graph = {}
+        for r in rows:
+            by_graph.setdefault(r["graph"], []).append(r)
+        scatter(by_graph, os.path.join(args.out_dir, "fidelity.png"))
+        return
+    graphs = QUICK_GRAPHS if args.quick else GRAPHS
+    if args.graphs:
+        graphs = [g for g in graphs if g[0] in args.graphs.split(",")]
+    count = 4 if args.quick else args.placements
+    repeats, warmup = (1, 0) if args.quick else (args.repeats, args.warmup)
+    os.makedirs(args.out_dir, exist_ok=True)
+    rng = random.Random(args.seed)
+    load_before = os.getloadavg()
+    started = time.time()
+    with tempfile.TemporaryDirectory() as tmp:
+        cluster = args.calibration
+        calibration = None
+        if not cluster:
+            cluster = os.path.join(args.out_dir, "calibrated-cpu-2.json")
+            measurements = os.path.join(tmp, "calibration.json")
+            print("calibrating the CPU backend ...", file=sys.stderr)
+            run(args.bin, "calibrate", "--backend", "cpu", "--devices", "2", "--out", cluster,
+                "--measurements", measurements, *(["--quick", "--repeats", "1"] if args.quick else []))
+            with open(measurements) as f:
+                calibration = json.load(f)
+        rows_by_graph = {}
+        for name, spec in graphs:
+            graph_file = os.path.join(tmp, f"{name}.json")
+            run(args.bin, "graph", "--model", spec.split(":")[0],
+                *[x for kv in spec.split(":")[1].split(",") for x in ("--" + kv.split("=")[0], kv.split("=")[1])],
+                "--out", graph_file)
+            with open(graph_file) as f:
+                graph_doc = json.load(f)
+            heuristics = []
+            for placer in ([] if args.quick else PLACERS) + (["heft"] if args.quick else []):
+                out = os.path.join(tmp, f"{name}-{placer}.json")
+                try:
+                    run(args.bin, "place", "--graph", graph_file, "--cluster", cluster, "--placer", placer, "--out", out,
+                        timeout=60)
+                except RuntimeError as e:
+                    print(f"  {name}: placer {placer} skipped: {e}", file=sys.stderr)
+                    continue
+                with open(out) as f:
+                    heuristics.append((placer, json.load(f)["device_of"]))
+            rows = []
+            for kind, pname, place in placements_for(graph_doc, heuristics, 2, count, rng):
+                pfile = os.path.join(tmp, "p.json")
+                with open(pfile, "w") as f:
+                    json.dump({"format": "placelab.placement", "version": 1, "graph": graph_doc["name"],
+                               "device_of": place}, f)
+                doc = json.loads(run(args.bin, "replay", "--graph", graph_file, "--cluster", cluster,
+                                     "--placement", pfile, "--backend", "cpu", "--repeats", str(repeats),
+                                     "--warmup", str(warmup), "--json"))
+                rows.append({"graph": name, "kind": kind, "placement": pname, "predicted_s": doc["predicted_step_s"],
+                             "measured_s": doc["measured_step_s"], "fastest_s": min(doc["step_times_s"]),
+                             "runs_s": doc["step_times_s"],
+                             "transfers": doc["transfers"], "bytes_copied": doc["bytes_copied"]})
+            rows_by_graph[name] = rows
+            m = metrics(rows)
+            print(f"  {name}: MAPE {100 * m['mape']:.1f}%  Spearman {m['spearman']:.3f}  Kendall {m['kendall']:.3f}",
+                  file=sys.stderr)
+        if calibration is None:
+            with open(cluster) as f:
+                calibration = {"cluster": json.load(f)}
+    load_after = os.getloadavg()
+    all_rows = [r for rows in rows_by_graph.values() for r in rows]
+    per_graph = {name: metrics(rows) for name, rows in rows_by_graph.items()}
+    pooled = metrics(all_rows)
+    per_graph_fastest = {name: metrics(rows, "fastest_s") for name, rows in rows_by_graph.items()}
+    pooled_fastest = metrics(all_rows, "fastest_s")
+    mean = {k: sum(m[k] for m in per_graph.values()) / len(per_graph)
+            for k in ("mape", "p95_error", "spearman", "kendall", "pairs_ordered")}
+    by_kind = {}
+    for r in all_rows:
+        by_kind.setdefault(r["kind"], []).append(abs(r["predicted_s"] / r["measured_s"] - 1))
+    result = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+              "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
+              "load_average_before": load_before, "load_average_after": load_after,
+              "seconds": time.time() - started, "repeats": repeats, "warmup": warmup,
+              "calibration": calibration, "per_graph": per_graph, "pooled": pooled, "mean_over_graphs": mean,
+              "per_graph_fastest_run": per_graph_fastest, "pooled_fastest_run": pooled_fastest,
+              "mape_by_kind": {k: sum(v) / len(v) for k, v in by_kind.items()}, "rows": all_rows}
+    with open(os.path.join(args.out_dir, "fidelity.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    scatter(rows_by_graph, os.path.join(args.out_dir, "fidelity.png"))
+    lines = ["| graph | placements | MAPE | p95 error | Spearman | Kendall | pairs ordered (pairs >5% apart) | "
+             "sim's best within 5% of measured best |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    lines += [fmt_row(name, m) for name, m in per_graph.items()]
+    lines.append(fmt_row("**pooled**", pooled))
+    lines += ["", "Against the fastest measured run instead of the median (less sensitive to other processes):", "",
+              lines[0], lines[1]]
+    lines += [fmt_row(name, m) for name, m in per_graph_fastest.items()]
+    lines.append(fmt_row("**pooled**", pooled_fastest))
+    with open(os.path.join(args.out_dir, "fidelity_table.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    print(f"mean over graphs: MAPE {100 * mean['mape']:.1f}%, Spearman {mean['spearman']:.3f}, "
+          f"Kendall {mean['kendall']:.3f}; load average {load_before[0]:.1f} -> {load_after[0]:.1f}; "
+          f"{time.time() - started:.0f} s")
+    for kind, errs in sorted(by_kind.items()):
+        print(f"  {kind:<11} MAPE {100 * sum(errs) / len(errs):.1f}% over {len(errs)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+#!/usr/bin/python3
+"""GDP (Zhou et al. 2019, Generalized Device Placement): the GDP suite at 2, 4 and 8 GPUs with the human expert,
+METIS, HDP, GDP trained per graph (GDP-one) and GDP pre-trained on a batch then fine-tuned (GDP-batch), plus
+HEFT, m-SCT and simulated annealing; simulated step times and search times."""
+
+from __future__ import annotations
+
+import math
+
+import paperlib
+from paperlib import fmt_s, placelab
+
+SUITE = ["inception_v3:training=1", "amoebanet:training=1", "rnnlm:layers=2,training=1", "rnnlm:layers=4,training=1",
+         "rnnlm:layers=8,training=1", "gnmt:layers=2,training=1", "gnmt:layers=4,training=1",
+         "gnmt:layers=8,training=1", "transformer_xl:training=1", "wavenet:training=1"]
+QUICK = ["rnnlm:layers=2,steps=4,training=1"]
+CLUSTER = "v100-nvlink-{}"
+
+
+def rows_spec(quick: bool) -> list[tuple[str, str, dict]]:
+    steps = 2 if quick else 300
+    fine_tune = 1 if quick else 50
+    return [("expert", "human_expert", {}), ("METIS", "metis", {}), ("HEFT", "heft", {}), ("m-SCT", "m_sct", {}),
+            ("annealing", "annealing", {"steps": 20 if quick else 2000}),
+            ("HDP", "hdp", {"steps": steps}),
+            ("GDP-one", "gdp", {"steps": steps, "pretrained": False}),
+            ("GDP-batch", "gdp", {"steps": fine_tune}),
+            ("GDP zero-shot", "gdp", {"steps": 0})]
+
+
+def main(argv=None) -> str:
+    args = paperlib.parse_args(__doc__.splitlines()[0], argv)
+    report = paperlib.Report("gdp", "GDP: the GDP suite on 2, 4 and 8 V100s (simulated step time)", args)
+    spec = rows_spec(args.quick)
+    columns = [c for c, _, _ in spec]
+    times, search, per_model = [], [], {}
+    for model in QUICK if args.quick else SUITE:
+        g = paperlib.graph(model)
+        for gpus in (2,) if args.quick else (2, 4, 8):
+            sim = placelab.Simulator(g, placelab.make_preset(CLUSTER.format(gpus)))
+            results = paperlib.run_placers(sim, spec, args.seed)
+            row = {"model": model, "GPUs": gpus}
+            srow = dict(row)
+            for column, r in results.items():
+                row[column] = fmt_s(r["step_time_s"]) + (" (OOM)" if r["oom"] else "")
+                steps, wall = paperlib.learned_info(r)
+                srow[column] = fmt_s(r["place_s"]) + ("" if steps == "-" else f", best at step {steps}")
+            times.append(row)
+            search.append(srow)
+            per_model[(model, gpus)] = results
+    report.intro = [f"Simulated training-step time on `{CLUSTER.format('N')}` presets (roofline cost model, FIFO "
+                    "links). GDP-batch starts from the committed pre-trained checkpoint "
+                    "(policy/learned/pretrained/gdp.json) and fine-tunes; GDP zero-shot places without training; "
+                    "GDP-one and HDP train from scratch on each graph."]
+    report.table("Step time", ["model", "GPUs"] + columns, times)
+    report.table("Search time (placement wall time, training included)", ["model", "GPUs"] + columns, search)
+
+    def ratio(a: str, b: str) -> float:
+        return paperlib.geomean_ratio([(r[a]["step_time_s"], r[b]["step_time_s"]) for r in per_model.values()
+                                       if a in r and b in r])
+
+    def fmt_gain(x: float) -> str:
+        return "-" if math.isnan(x) else f"{100 * (x - 1):.1f}% (geometric mean)"
+
+    best_gdp = "GDP-batch" if any("GDP-batch" in r for r in per_model.values()) else "GDP-one"
+    report.claim("GDP step time better than the human expert", "16% on average", fmt_gain(ratio("expert", best_gdp)))
+    report.claim("GDP step time better than HDP", "9.2% on average", fmt_gain(ratio("HDP", best_gdp)))
+    conv = paperlib.geomean_ratio([
+        (float(paperlib.learned_info(r["HDP"])[0]), float(paperlib.learned_info(r["GDP-one"])[0]))
+        for r in per_model.values() if "HDP" in r and "GDP-one" in r
+        and paperlib.learned_info(r["HDP"])[0] != "-" and paperlib.learned_info(r["GDP-one"])[0] != "-"])
+    report.claim("GDP converges faster than HDP (steps to the best placement)", "15x",
+                 "-" if math.isnan(conv) else f"{conv:.1f}x")
+    report.claim("zero-shot (pre-trained, no fine-tuning) against HEFT", "no figure for this comparison",
+                 fmt_gain(ratio("HEFT", "GDP zero-shot")))
+    report.claim("zero-shot against fine-tuned (GDP-batch)", "no figure for this comparison",
+                 fmt_gain(ratio("GDP zero-shot", "GDP-batch")))
+    plot_bars(report, per_model, columns)
+    return report.write()
+
+
+def plot_bars(report: paperlib.Report, per_model: dict, columns: list[str]) -> None:
+    """Step time of each placer relative to the expert, one group of bars per (model, GPUs)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = list(per_model)
+    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(keys) * len(columns) / 4), 4))
+    width = 0.8 / len(columns)
+    for k, column in enumerate(columns):
+        ys = [per_model[key][column]["step_time_s"] / per_model[key]["expert"]["step_time_s"]
+              if column in per_model[key] and "expert" in per_model[key] else float("nan") for key in keys]
+        ax.bar([i + k * width for i in range(len(keys))], ys, width, label=column)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(keys))])
+    ax.set_xticklabels([f"{m.split(':')[0]} {m.split('layers=')[1].split(',')[0] + 'L ' if 'layers=' in m else ''}"
+                        f"{g} GPUs" for m, g in keys], rotation=45, ha="right", fontsize=7)
+    ax.axhline(1, color="black", linewidth=0.5)
+    ax.set_ylabel("step time / expert's")
+    ax.legend(fontsize=7, ncol=3)
+    fig.tight_layout()
+    fig.savefig(report.plot_path("bars"), dpi=120)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    print(main())

@@ -1,0 +1,158 @@
+"""Shared plumbing of the paper-reproduction scripts (bench/paper_*.py): options, placing and timing through
+the placelab package, and reports written as Markdown + CSV with the command line, git commit, machine and
+date, so every recorded table says how to reproduce it."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import os
+import platform
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+RESULTS = os.path.join(HERE, "results")
+
+sys.path.insert(0, os.path.join(ROOT, "python"))  # the package next to the sources, as the tests use it
+import placelab  # noqa: E402
+
+
+def parse_args(description: str, argv=None) -> argparse.Namespace:
+    """--quick (seconds, what the tests run), --out (results folder), --seed."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--quick", action="store_true", help="tiny settings that finish in seconds (tests)")
+    parser.add_argument("--out", default=RESULTS, help="folder for the Markdown, CSV and PNG files")
+    parser.add_argument("--seed", type=int, default=1, help="seed of every placer (default 1)")
+    return parser.parse_args(argv)
+
+
+def place(simulator, placer: str, options: dict | None = None, seed: int = 1) -> dict:
+    """Runs one placer and simulates its placement: step time, max-load, OOM, placement wall time and info."""
+    start = time.perf_counter()
+    placement, info = placelab.place(simulator, placer, options or {}, seed)
+    wall_s = time.perf_counter() - start
+    result = simulator.simulate(placement)
+    return {"placer": placer, "placement": placement, "info": info, "place_s": wall_s,
+            "step_time_s": result["step_time_s"], "oom": bool(result["oom"]),
+            "max_load_s": simulator.max_load(placement)["max_load_s"]}
+
+
+def registered(name: str) -> bool:
+    return any(n == name for n, _ in placelab.placers())
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    load = ", load average {:.1f}".format(os.getloadavg()[0]) if hasattr(os, "getloadavg") else ""
+    return f"{cpu}, {os.cpu_count()} CPUs{load}"
+
+
+def git_commit() -> str:
+    try:
+        head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True).stdout.strip()
+        return head + ("+local changes" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def fmt_s(value: float) -> str:
+    if value != value:  # NaN: not run
+        return "-"
+    return f"{value * 1e3:.4g} ms" if value < 1 else f"{value:.4g} s"
+
+
+def fmt_pct(value: float) -> str:
+    return "-" if value != value else f"{value:+.1f}%"
+
+
+class Report:
+    """One paper's results: tables (lists of dict rows), the paper's claims beside ours, notes and plots."""
+
+    def __init__(self, name: str, title: str, args: argparse.Namespace):
+        self.name, self.title, self.args = name, title, args
+        self.intro: list[str] = []
+        self.tables: list[tuple[str, list[str], list[dict]]] = []
+        self.claims: list[tuple[str, str, str]] = []
+        self.notes: list[str] = []
+        self.plots: list[str] = []
+        self.started = time.perf_counter()
+
+    def table(self, heading: str, columns: list[str], rows: list[dict]) -> None:
+        self.tables.append((heading, columns, rows))
+
+    def claim(self, claim: str, published: str, ours: str) -> None:
+        self.claims.append((claim, published, ours))
+
+    def plot_path(self, suffix: str) -> str:
+        path = os.path.join(self.args.out, f"{self.name}{'_quick' if self.args.quick else ''}_{suffix}.png")
+        self.plots.append(os.path.basename(path))
+        return path
+
+    def write(self) -> str:
+        """Writes <out>/<name>.md and one <name>_<k>.csv per table (quick mode adds _quick); returns the .md path."""
+        os.makedirs(self.args.out, exist_ok=True)
+        stem = os.path.join(self.args.out, self.name + ("_quick" if self.args.quick else ""))
+        command = "/usr/bin/python3 bench/" + os.path.basename(sys.argv[0]) + (
+            " " + " ".join(sys.argv[1:]) if len(sys.argv) > 1 else "")
+        lines = [f"# {self.title}", "",
+                 f"Command: `{command}` ({'quick' if self.args.quick else 'full'} mode, seed {self.args.seed}).  ",
+                 f"Commit {git_commit()}, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, "
+                 f"{machine()}; {time.perf_counter() - self.started:.0f} s in all.", ""]
+        lines += self.intro + ([""] if self.intro else [])
+        if self.claims:
+            lines += ["## Published claims next to ours", "", "| claim | paper | placelab |", "| --- | --- | --- |"]
+            lines += [f"| {c} | {p} | {o} |" for c, p, o in self.claims] + [""]
+        for k, (heading, columns, rows) in enumerate(self.tables):
+            lines += [f"## {heading}", "", "| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
+            lines += ["| " + " | ".join(str(r.get(c, "-")) for c in columns) + " |" for r in rows] + [""]
+            with open(f"{stem}_{k}.csv", "w", newline="") as f:
+                writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
+                writer.writeheader()
+                writer.writerows(rows)
+        lines += [f"![{p}]({p})" for p in self.plots] + ([""] if self.plots else [])
+        lines += self.notes
+        with open(stem + ".md", "w") as f:
+            f.write("\n".join(lines).rstrip() + "\n")
+        return stem + ".md"
+
+
+def geomean_ratio(pairs) -> float:
+    """Geometric mean of a/b over (a, b) pairs with both finite and positive; NaN when there are none."""
+    import math
+    logs = [math.log(a / b) for a, b in pairs if a > 0 and b > 0 and math.isfinite(a) and math.isfinite(b)]
+    return math.exp(sum(logs) / len(logs)) if logs else float("nan")
+
+
+def graph(spec: str):
+    """A zoo graph from `NAME[:key=value,...]` as the CLI reads it; `training=1` expands it to a training step."""
+    name, _, rest = spec.partition(":")
+    params = {k: float(v) for k, v in (kv.split("=", 1) for kv in rest.split(",") if kv)}
+    training = params.pop("training", 0) == 1
+    g = placelab.make_model(name, params)
+    return placelab.expand_training(g) if training else g
+
+
+def run_placers(simulator, placers: list[tuple[str, str, dict]], seed: int) -> dict[str, dict]:
+    """{column: place() result} for (column, placer, options) rows whose placer is registered."""
+    return {column: place(simulator, placer, options, seed) for column, placer, options in placers
+            if registered(placer)}
+
+
+def learned_info(result: dict) -> tuple[str, str]:
+    """Training steps and wall time to the best placement, as a learned placer reports them ('-' otherwise)."""
+    info = result.get("info", {})
+    steps = info.get("best_step", info.get("steps"))
+    wall = info.get("train_wall_s", info.get("wall_s"))
+    return ("-" if steps is None else str(steps)), ("-" if wall is None else fmt_s(float(wall)))

@@ -1,0 +1,41 @@
+#!/usr/bin/python3
+"""Runs every paper-reproduction script (bench/paper_*.py): `--quick` in seconds (what the tests run), or the
+full tables into bench/results/. `--only gdp,placeto` picks scripts."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import paperlib  # noqa: E402
+
+PAPERS = ["tarnawski", "baechi", "hsdag", "placeto", "gdp"]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny settings that finish in seconds")
+    parser.add_argument("--out", default=paperlib.RESULTS, help="results folder (default bench/results)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--only", default=",".join(PAPERS), help="comma-separated subset of " + ", ".join(PAPERS))
+    args = parser.parse_args()
+    chosen = [p.strip() for p in args.only.split(",") if p.strip()]
+    unknown = [p for p in chosen if p not in PAPERS]
+    if unknown:
+        parser.error(f"unknown paper(s) {', '.join(unknown)}: choose from {', '.join(PAPERS)}")
+    for paper in chosen:
+        start = time.perf_counter()
+        print(f"reproduce: {paper} ...", file=sys.stderr, flush=True)
+        module = importlib.import_module("paper_" + paper)
+        sub_argv = (["--quick"] if args.quick else []) + ["--out", args.out, "--seed", str(args.seed)]
+        path = module.main(sub_argv)
+        print(f"reproduce: {paper} done in {time.perf_counter() - start:.0f} s -> {path}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+// placelab calibrate --backend cpu|cuda --out PROFILE: measures the backend with micro-benchmarks and
+// writes the calibrated cluster (a placelab.cluster file every verb takes as --cluster); --json prints
+// the measurements and fits (placelab.calibration), --measurements F writes them.
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "cli/common.h"
+#include "graphs/error.h"
+#include "graphs/json_util.h"
+#include "sim/replay/calibrate.h"
+
+namespace placelab::cli {
+
+namespace {
+
+struct CalibrateArgs {
+  std::string backend = "cpu", out, measurements;
+  sim::replay::CalibrationOptions options;
+  bool no_pin = false, json = false;
+};
+
+void run(const CalibrateArgs& a) {
+  sim::replay::CalibrationOptions options = a.options;
+  options.replay.pin_threads = !a.no_pin;
+  fmt::print(stderr, "placelab: calibrating the {} backend with {} devices{}...\n", a.backend, options.devices,
+             options.quick ? " (quick)" : "");
+  const sim::replay::Calibration cal = sim::replay::calibrate(a.backend, options);
+  const sim::Cluster cluster = sim::replay::calibrated_cluster(cal);
+  sim::write_cluster(cluster, a.out);
+  const nlohmann::json doc = sim::replay::calibration_to_json(cal);
+  if (!a.measurements.empty()) io::write_json_atomic(a.measurements, doc);
+  if (a.json) return print_json(doc);
+  fmt::print("calibrated {} ({} devices): written to {}\n", cluster.name(), cal.devices, a.out);
+  fmt::print("compute        {:>12}  (GEMM rate of large ops)\n", human(cal.roofline.flops_per_s, "FLOP/s"));
+  fmt::print("memory         {:>12}  (streaming bandwidth)\n", human(cal.roofline.bandwidth_bytes_per_s, "B/s"));
+  fmt::print("launch         {:>12}  (per op)\n", human(cal.roofline.launch_s, "s"));
+  fmt::print("roofline fit   {:>11.1f}%  mean error over {} points\n", 100 * cal.roofline.mape, cal.points.size());
+  if (cal.devices >= 2)
+    fmt::print("copy           {:>12}  latency {}, fit error {:.1f}%\n", human(cal.link.bandwidth_bytes_per_s, "B/s"),
+               human(cal.link.latency_s, "s"), 100 * cal.link.mape);
+}
+
+}  // namespace
+
+void add_calibrate_command(CLI::App& app) {
+  auto args = std::make_shared<CalibrateArgs>();
+  CLI::App* cmd = app.add_subcommand("calibrate", "Measure a replay backend and write a calibrated cluster");
+  cmd->add_option("--backend", args->backend, "cpu (threads per device) or cuda (GPUs); default cpu");
+  cmd->add_option("--out", args->out, "Where to write the calibrated cluster (placelab.cluster)")->required();
+  cmd->add_option("--measurements", args->measurements, "Also write the points and fits (placelab.calibration)");
+  cmd->add_option("--devices", args->options.devices, "Devices measured at once (default 2)");
+  cmd->add_option("--repeats", args->options.replay.repeats, "Measured runs per micro-benchmark (default 5)");
+  cmd->add_option("--threads-per-device", args->options.replay.threads_per_device, "CPU backend: threads per device");
+  cmd->add_flag("--quick", args->options.quick, "Three sizes per curve and short runs (seconds; a smoke test)");
+  cmd->add_flag("--no-pin", args->no_pin, "CPU backend: do not pin device threads to cores");
+  cmd->add_flag("--copy-threads", args->options.replay.copy_threads, "CPU backend: a copy thread per device pair");
+  cmd->add_flag("--json", args->json, "Print the measurements and fits as one JSON object");
+  cmd->callback([args] { run(*args); });
+}
+
+}  // namespace placelab::cli

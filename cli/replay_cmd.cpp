@@ -1,0 +1,101 @@
+// placelab replay --graph G --cluster C --placement P [--backend cpu|cuda] [--json]: simulates the
+// placement, exports the schedule as a replay plan, runs it for real and prints predicted versus
+// measured step time. `--plan F` replays a saved plan instead; `--plan-out F` saves the plan.
+#include <algorithm>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "cli/common.h"
+#include "graphs/error.h"
+#include "graphs/json_util.h"
+#include "sim/engine.h"
+#include "sim/placement.h"
+#include "sim/presets.h"
+#include "sim/replay/executor.h"
+#include "sim/replay/plan.h"
+
+namespace placelab::cli {
+
+namespace {
+
+struct ReplayArgs {
+  std::string graph, cluster, placement, plan, plan_out, profile, trace, backend = "cpu";
+  sim::replay::ReplayOptions options;
+  bool no_pin = false, json = false;
+};
+
+sim::replay::ReplayPlan make_plan(const ReplayArgs& a) {
+  if (!a.plan.empty()) {
+    if (!a.graph.empty() || !a.placement.empty())
+      throw Error("replay: give either --plan F or --graph G --cluster C --placement P, not both");
+    return sim::replay::read_plan(a.plan);
+  }
+  if (a.graph.empty() || a.cluster.empty() || a.placement.empty())
+    throw Error("replay: give --graph G --cluster C --placement P (or --plan F, a saved replay plan)");
+  graphs::Graph g = load_graph(a.graph);
+  sim::Cluster c = sim::load_cluster(a.cluster);
+  std::shared_ptr<const sim::CostModel> cost = sim::default_cost_model();
+  if (!a.profile.empty()) cost = sim::read_profile(a.profile, cost);
+  sim::Simulator simulator(g, c, cost);
+  sim::Placement p = sim::read_placement(a.placement);
+  if (!p.graph.empty() && p.graph != g.name())
+    fmt::print(stderr, "placelab: warning: {} was made for graph \"{}\", replaying \"{}\"\n", a.placement, p.graph, g.name());
+  return sim::replay::export_plan(simulator, p.device_of);
+}
+
+void run(const ReplayArgs& a) {
+  sim::replay::check_backend(a.backend);
+  sim::replay::ReplayOptions options = a.options;
+  options.pin_threads = !a.no_pin;
+  sim::replay::check_options(options);
+  const sim::replay::ReplayPlan plan = make_plan(a);
+  if (!a.plan_out.empty()) sim::replay::write_plan(plan, a.plan_out);
+  const sim::replay::ReplayResult r = sim::replay::run_replay(plan, a.backend, options);
+  if (!a.trace.empty()) io::write_json_atomic(a.trace, sim::replay::replay_trace_json(plan, r), -1);
+  if (a.json) {
+    nlohmann::json doc = sim::replay::replay_result_to_json(plan, r);
+    doc["warmup"] = options.warmup;
+    doc["repeats"] = options.repeats;
+    return print_json(doc);
+  }
+  fmt::print("replay of {} on {}: {} backend, {} ops, {} transfers, median of {} runs after {} warm-up\n", plan.graph,
+             plan.cluster, r.backend, plan.ops.size(), plan.transfers.size(), options.repeats, options.warmup);
+  fmt::print("predicted step {:>12}\n", human(plan.predicted_step_s, "s"));
+  fmt::print("measured step  {:>12}  (min {}, max {})\n", human(r.step_time_s, "s"),
+             human(*std::min_element(r.step_times_s.begin(), r.step_times_s.end()), "s"),
+             human(*std::max_element(r.step_times_s.begin(), r.step_times_s.end()), "s"));
+  if (plan.predicted_step_s > 0)
+    fmt::print("error          {:>+11.1f}%  (measured / predicted - 1)\n", 100 * (r.step_time_s / plan.predicted_step_s - 1));
+  fmt::print("  {:<10} {:>6} {:>12} {:>12}\n", "device", "ops", "busy", "predicted");
+  for (size_t d = 0; d < plan.devices.size(); ++d) {
+    double predicted = 0;
+    for (int32_t i : plan.devices[d].ops) predicted += plan.ops[i].predicted_end_s - plan.ops[i].predicted_start_s;
+    fmt::print("  {:<10} {:>6} {:>12} {:>12}\n", plan.devices[d].name, plan.devices[d].ops.size(),
+               human(r.device_busy_s[d], "s"), human(predicted, "s"));
+  }
+}
+
+}  // namespace
+
+void add_replay_command(CLI::App& app) {
+  auto args = std::make_shared<ReplayArgs>();
+  CLI::App* cmd = app.add_subcommand("replay", "Run a placement's simulated schedule for real and compare");
+  cmd->add_option("--graph", args->graph, "Graph file or zoo name (NAME[:key=value,...])");
+  cmd->add_option("--cluster", args->cluster, "Cluster file (e.g. from placelab calibrate) or preset name");
+  cmd->add_option("--placement", args->placement, "A placelab.placement file");
+  cmd->add_option("--plan", args->plan, "Replay a saved placelab.replay plan instead");
+  cmd->add_option("--plan-out", args->plan_out, "Write the replay plan (placelab.replay) to this file");
+  cmd->add_option("--trace", args->trace, "Write a Chrome trace (Perfetto) of the measured run beside the prediction");
+  cmd->add_option("--profile", args->profile, "A placelab.profile table overriding the roofline model");
+  cmd->add_option("--backend", args->backend, "cpu (threads per device) or cuda (GPUs); default cpu");
+  cmd->add_option("--repeats", args->options.repeats, "Measured runs; the step time is their median (default 10)");
+  cmd->add_option("--warmup", args->options.warmup, "Runs before measuring (default 2)");
+  cmd->add_option("--threads-per-device", args->options.threads_per_device, "CPU backend: threads per device (default 1)");
+  cmd->add_flag("--no-pin", args->no_pin, "CPU backend: do not pin device threads to cores");
+  cmd->add_flag("--copy-threads", args->options.copy_threads, "CPU backend: a copy thread per device pair (else the producer copies)");
+  cmd->add_flag("--json", args->json, "Print the result as one JSON object");
+  cmd->callback([args] { run(*args); });
+}
+
+}  // namespace placelab::cli

@@ -1,0 +1,156 @@
+// placelab train --graphs G1,G2,.. --cluster C --policy NAME [--steps N | --minutes M] [--checkpoint DIR]
+//                [--resume] [--seed S] [--options JSON] [--json]
+#include <cmath>
+#include <limits>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "cli/common.h"
+#include "cli/placing.h"
+#include "graphs/error.h"
+#include "policy/rl/trainer.h"
+#include "sim/presets.h"
+
+namespace placelab::cli {
+
+namespace {
+
+struct TrainArgs {
+  std::string graphs, cluster = "v100-nvlink-4", policy, options, checkpoint;
+  int64_t steps = -1;  // -1: 100, or unlimited when --minutes is given
+  double minutes = 0;
+  int64_t checkpoint_every = 10;
+  bool resume = false, json = false;
+  uint64_t seed = 1;
+};
+
+/**
+ * Graph specs separated by commas. A spec's own parameters also use commas (`gnmt:layers=2,batch=64`),
+ * so a piece of the form key=value continues the spec before it.
+ */
+std::vector<std::string> split_graph_specs(const std::string& text) {
+  std::vector<std::string> out;
+  size_t begin = 0;
+  while (begin <= text.size()) {
+    const size_t end = std::min(text.find(',', begin), text.size());
+    const std::string piece = text.substr(begin, end - begin);
+    const bool parameter = piece.find('=') != std::string::npos && piece.find(':') == std::string::npos;
+    if (parameter && !out.empty() && out.back().find(':') != std::string::npos) {
+      out.back() += "," + piece;
+    } else if (!piece.empty()) {
+      out.push_back(piece);
+    }
+    begin = end + 1;
+  }
+  if (out.empty()) {
+    throw Error(fmt::format("train: --graphs \"{}\" names no graph (e.g. --graphs inception_v3,gnmt:layers=2)", text));
+  }
+  return out;
+}
+
+std::string seconds_text(double s) {
+  if (!std::isfinite(s)) return "none fits";
+  return s < 1 ? fmt::format("{:.4g} ms", s * 1e3) : fmt::format("{:.4g} s", s);
+}
+
+void run(const TrainArgs& a) {
+  // What the run trains: from the flags, or on --resume from the checkpoint where a flag is left out.
+  nlohmann::json options = a.options.empty() ? nlohmann::json::object() : parse_options(a.options);
+  std::string policy = a.policy;
+  if (a.checkpoint.empty() && a.resume) throw Error("train: --resume needs --checkpoint DIR (the run to continue)");
+  if (a.resume) {
+    const nlohmann::json checkpoint = rl::read_checkpoint(a.checkpoint);
+    if (policy.empty()) policy = checkpoint["policy"].get<std::string>();
+    if (a.options.empty()) {
+      options = checkpoint["options"];
+      const nlohmann::json& tasks = checkpoint["trainer"].value("tasks", nlohmann::json::array());
+      if (!tasks.empty() && tasks[0].contains("reward")) options["reward"] = tasks[0]["reward"];
+    }
+  }
+  if (policy.empty()) throw Error("train: --policy is required (e.g. --policy hdp; known: see placelab compare --list)");
+  if (a.graphs.empty()) throw Error("train: --graphs is required (e.g. --graphs inception_v3:training=1)");
+  if (a.steps < -1) throw Error(fmt::format("train: --steps {} must be >= 0", a.steps));
+  if (!(a.minutes >= 0) || !std::isfinite(a.minutes)) throw Error(fmt::format("train: --minutes {} must be >= 0", a.minutes));
+
+  rl::RewardOptions reward;
+  if (options.contains("reward")) {
+    reward = rl::reward_options_from_json(options["reward"], "--options.reward");
+    options.erase("reward");
+  }
+  std::unique_ptr<rl::Learner> learner = rl::make_learner(policy, options, a.seed);  // bad names and options first
+
+  auto cluster = std::make_shared<const sim::Cluster>(sim::load_cluster(a.cluster));
+  std::vector<rl::Task> tasks;
+  for (const std::string& spec : split_graph_specs(a.graphs)) {
+    auto graph = std::make_shared<const graphs::Graph>(load_graph(spec));
+    tasks.push_back(rl::make_task(fmt::format("{} on {}", spec, cluster->name()), graph, cluster, reward));
+  }
+
+  rl::TrainOptions train;
+  train.steps = a.steps >= 0 ? a.steps : (a.minutes > 0 ? std::numeric_limits<int64_t>::max() : 100);
+  train.minutes = a.minutes;
+  train.checkpoint_dir = a.checkpoint;
+  train.checkpoint_every = a.checkpoint_every;
+  train.resume = a.resume;
+  train.seed = a.seed;
+  const rl::TrainSummary summary =
+      rl::train(*learner, tasks, train, {}, [](std::string_view status) { fmt::print(stderr, "train: {}\n", status); });
+
+  nlohmann::json rows = nlohmann::json::array();
+  for (size_t t = 0; t < tasks.size(); ++t) {
+    const double best = summary.best_cost_s[t];
+    rows.push_back({{"task", tasks[t].name},
+                    {"graph", tasks[t].graph->name()},
+                    {"ops", tasks[t].graph->num_ops()},
+                    {"reference_s", tasks[t].reference_s},
+                    {"best_cost_s", std::isfinite(best) ? nlohmann::json(best) : nlohmann::json()},
+                    {"best_step", summary.best_step[t]},
+                    {"speedup", std::isfinite(best) ? nlohmann::json(tasks[t].reference_s / best) : nlohmann::json()}});
+  }
+  if (a.json) {
+    return print_json({{"policy", learner->name()},
+                       {"options", learner->options()},
+                       {"reward", rl::to_json(reward)},
+                       {"cluster", cluster->name()},
+                       {"seed", a.seed},
+                       {"steps", summary.steps},
+                       {"wall_s", summary.wall_s},
+                       {"checkpoint", a.checkpoint.empty() ? nlohmann::json() : nlohmann::json(a.checkpoint)},
+                       {"tasks", rows}});
+  }
+  fmt::print("policy     {}  ({} steps, {} wall, objective {})\n", learner->name(), summary.steps,
+             human(summary.wall_s, "s"), rl::objective_name(reward.objective));
+  fmt::print("  {:<40} {:>12} {:>12} {:>9} {:>8}\n", "task", "best", "reference", "speedup", "at step");
+  for (size_t t = 0; t < tasks.size(); ++t) {
+    const double best = summary.best_cost_s[t];
+    fmt::print("  {:<40} {:>12} {:>12} {:>9} {:>8}\n", tasks[t].name, seconds_text(best),
+               seconds_text(tasks[t].reference_s),
+               std::isfinite(best) ? fmt::format("{:.2f}x", tasks[t].reference_s / best) : std::string("-"),
+               summary.best_step[t]);
+  }
+  fmt::print("reference: the better of single_device and round_robin\n");
+  if (!a.checkpoint.empty()) fmt::print("checkpoint {}/checkpoint.json, log {}/log.jsonl\n", a.checkpoint, a.checkpoint);
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app) {
+  auto args = std::make_shared<TrainArgs>();
+  CLI::App* cmd = app.add_subcommand("train", "Train a learned placement policy against the simulator");
+  cmd->add_option("--graphs", args->graphs, "Comma-separated graph files or zoo names (NAME[:key=value,...])");
+  cmd->add_option("--cluster", args->cluster, "Cluster file or preset name; default v100-nvlink-4");
+  cmd->add_option("--policy", args->policy, "Learned policy: gdp, placeto, hdp or hsdag");
+  cmd->add_option("--steps", args->steps, "Training steps in total, resumed ones included (default 100)");
+  cmd->add_option("--minutes", args->minutes, "Stop after this many minutes of this run");
+  cmd->add_option("--checkpoint", args->checkpoint, "Directory for checkpoint.json and the log.jsonl curve");
+  cmd->add_option("--checkpoint-every", args->checkpoint_every, "Steps between checkpoints (default 10; also at the end)");
+  cmd->add_flag("--resume", args->resume, "Continue the run in --checkpoint DIR exactly where it stopped");
+  cmd->add_option("--seed", args->seed, "Seed of every random choice of the policy (default 1)");
+  cmd->add_option("--options", args->options,
+                  "Policy options as a JSON object, plus \"reward\": {\"objective\", \"oom_penalty\"}");
+  cmd->add_flag("--json", args->json, "Print the summary as one JSON object");
+  cmd->callback([args] { run(*args); });
+}
+
+}  // namespace placelab::cli

@@ -1,0 +1,152 @@
+// The learned policies as Placers of the registry: start from a checkpoint (or the pre-trained GDP),
+// optionally train on the request's own graph through the request's simulator, and return the better of
+// the policy's placement and the best rollout seen while training.
+#include <cstdint>
+#include <limits>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "graphs/error.h"
+#include "graphs/json_util.h"
+#include "policy/learned/learners.h"
+#include "policy/rl/pg.h"
+#include "policy/rl/trainer.h"
+
+namespace placelab::learned {
+
+namespace {
+
+// Steps of training on the request's graph when a policy starts from scratch and no "steps" is given.
+// (From a checkpoint or the pre-trained GDP the default is 0: zero-shot placement.) A Placeto step is a
+// whole episode (one move per unit, each re-simulated), so it gets fewer.
+int64_t default_steps(const std::string& name) { return name == "placeto" ? 10 : 100; }
+
+// What the placer's options say, split from the policy's own options.
+struct LearnedOptions {
+  std::string checkpoint;
+  bool pretrained = true;  // gdp without a checkpoint: start from the embedded pre-trained policy
+  int64_t steps = -1;  // -1: the default for the starting point
+  double minutes = 0;
+  rl::RewardOptions reward;
+  nlohmann::json policy = nlohmann::json::object();
+};
+
+LearnedOptions read_options(const std::string& name, const nlohmann::json& options) {
+  const std::string where = fmt::format("placer {} options", name);
+  const io::JsonNode root(options, where);
+  root.expect_object();
+  LearnedOptions out;
+  for (const auto& [key, value] : options.items()) {
+    if (key == "checkpoint") {
+      out.checkpoint = root.at(key).as_string();
+    } else if (key == "pretrained" && name == "gdp") {
+      if (!value.is_boolean()) root.at(key).fail("must be true or false");
+      out.pretrained = value.get<bool>();
+    } else if (key == "steps") {
+      out.steps = root.at(key).as_int();
+      if (out.steps < 0) root.at(key).fail("must be >= 0");
+    } else if (key == "minutes") {
+      out.minutes = root.at(key).as_amount();
+    } else if (key == "reward") {
+      out.reward = rl::reward_options_from_json(value, where + ".reward");
+    } else {
+      out.policy[key] = value;  // the learner checks its own keys
+    }
+  }
+  return out;
+}
+
+// A learner of policy `name` restored from checkpoint `doc` (read from `origin`); options given with the
+// placer override the saved ones (the learner rejects those that change its architecture on load).
+std::unique_ptr<rl::Learner> restore(const std::string& name, const nlohmann::json& doc, const std::string& origin,
+                                     const nlohmann::json& overrides, uint64_t seed) {
+  rl::check_checkpoint(doc, origin);
+  const std::string policy = doc["policy"].get<std::string>();
+  if (policy != name) {
+    throw Error(fmt::format("{}: the checkpoint is of policy {}, not {}; place with --placer {}", origin, policy, name,
+                            policy));
+  }
+  return rl::learner_from_checkpoint(doc, origin, overrides, seed);
+}
+
+class LearnedPlacer : public policy::Placer {
+ public:
+  explicit LearnedPlacer(std::string name) : name_(std::move(name)) {}
+
+  policy::PlaceResult place(const policy::PlaceRequest& request) const override {
+    const LearnedOptions options = read_options(name_, request.options);
+    std::unique_ptr<rl::Learner> learner;
+    std::string start = "scratch", note;
+    if (!options.checkpoint.empty()) {
+      start = rl::checkpoint_file(options.checkpoint);
+      learner = restore(name_, rl::read_checkpoint(options.checkpoint), start, options.policy, request.seed);
+    } else if (name_ == "gdp" && options.pretrained) {
+      const nlohmann::json* pretrained = nullptr;
+      try {
+        pretrained = &pretrained_gdp_checkpoint();
+      } catch (const Error& e) {
+        note = e.what();  // a build without the committed checkpoint: train from scratch, and say why
+      }
+      if (pretrained != nullptr) {
+        learner = restore(name_, *pretrained, "the embedded pre-trained GDP checkpoint", options.policy, request.seed);
+        start = "pretrained";
+      }
+    }
+    if (!learner) learner = rl::make_learner(name_, options.policy, request.seed);
+    int64_t steps = options.steps;
+    if (steps < 0) {
+      if (options.minutes > 0) {
+        steps = std::numeric_limits<int64_t>::max();  // the time limit decides
+      } else {
+        steps = start == "scratch" ? default_steps(name_) : 0;  // a checkpoint places zero-shot
+      }
+    }
+
+    // The request's simulator is borrowed for the call: a non-owning shared_ptr.
+    const std::shared_ptr<const sim::Simulator> simulator(std::shared_ptr<const sim::Simulator>(), &request.simulator);
+    const rl::Task task = rl::make_task(fmt::format("{} on {}", request.graph().name(), request.cluster().name()),
+                                        simulator, options.reward);
+    rl::TrainSummary summary;
+    if (steps > 0) {
+      rl::TrainOptions train;
+      train.steps = steps;
+      train.minutes = options.minutes;
+      train.seed = request.seed;
+      summary = rl::train(*learner, {task}, train, {}, [&request](std::string_view status) { request.report(status); });
+    }
+
+    // The policy's own placement against the best rollout of training, under the same reward.
+    std::vector<std::vector<int32_t>> candidates = {learner->place(task)};
+    if (!summary.best_placement.empty() && !summary.best_placement[0].empty()) {
+      candidates.push_back(summary.best_placement[0]);
+    }
+    const rl::Evaluation evaluation = rl::evaluate(task, candidates);
+    const size_t pick = candidates.size() > 1 && evaluation.reward[1] > evaluation.reward[0] ? 1 : 0;
+
+    policy::PlaceResult result;
+    result.device_of = std::move(candidates[pick]);
+    result.info = {{"policy", name_},
+                   {"start", start},
+                   {"steps", summary.steps},
+                   {"train_wall_s", summary.wall_s},
+                   {"chosen", pick == 0 ? "policy" : "best_rollout"},
+                   {"cost_s", evaluation.cost_s[pick]},
+                   {"reference_s", task.reference_s},
+                   {"objective", rl::objective_name(options.reward.objective)}};
+    if (pick == 1) result.info["best_step"] = summary.best_step[0];
+    if (!note.empty()) result.info["note"] = note;
+    return result;
+  }
+
+ private:
+  std::string name_;
+};
+
+}  // namespace
+
+std::unique_ptr<policy::Placer> make_learned_placer(const std::string& name) {
+  return std::make_unique<LearnedPlacer>(name);
+}
+
+}  // namespace placelab::learned

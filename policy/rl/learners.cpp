@@ -1,0 +1,32 @@
+// The table of learned policies. Adding one: implement rl::Learner in policy/learned/ and add a row.
+#include <fmt/format.h>
+
+#include "graphs/error.h"
+#include "policy/learned/learners.h"
+#include "policy/rl/trainer.h"
+
+namespace placelab::rl {
+
+const std::vector<LearnerInfo>& learners() {
+  static const std::vector<LearnerInfo> table = {
+      {"gdp", "GraphSAGE + segment-recurrent attention, single shot, PPO (Zhou et al.)", learned::make_gdp_learner},
+      {"hdp", "feed-forward grouper + attentional LSTM placer over groups, REINFORCE (Mirhoseini et al. 2018)",
+       learned::make_hdp_learner},
+      {"placeto", "MDP of per-unit moves, GNN with placement features, REINFORCE (Addanki et al. 2019)",
+       learned::make_placeto_learner},
+      {"hsdag", "chain coarsening + GCN + grouping + group-device policy, PPO (Duan et al. 2024)",
+       learned::make_hsdag_learner},
+  };
+  return table;
+}
+
+std::unique_ptr<Learner> make_learner(std::string_view name, const nlohmann::json& options, uint64_t seed) {
+  std::string known;
+  for (const auto& info : learners()) {
+    if (info.name == name) return info.make(options, seed);
+    known += (known.empty() ? "" : ", ") + info.name;
+  }
+  throw Error(fmt::format("unknown learned policy \"{}\" (known: {})", name, known));
+}
+
+}  // namespace placelab::rl

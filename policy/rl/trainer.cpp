@@ -1,0 +1,337 @@
+// The training loop behind `placelab train`: tasks, steps, the JSONL curve, atomic checkpoints and an
+// exact resume (the checkpoint holds the learner's whole state and the trainer's bests, and the log is
+// cut back to the checkpoint's step, so a resumed run writes the same lines as an uninterrupted one).
+#include "policy/rl/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "graphs/error.h"
+#include "graphs/json_util.h"
+#include "policy/placer.h"
+
+namespace placelab::rl {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// The cheaper of single_device and round_robin under the objective: a reference every graph has.
+double reference_cost_s(const std::string& name, const sim::Simulator& simulator, const RewardOptions& reward) {
+  double best = kInf;
+  for (const char* placer : {"single_device", "round_robin"}) {
+    const policy::PlaceRequest request{simulator};
+    const std::vector<int32_t> device_of = policy::make_placer(placer)->place(request).device_of;
+    best = std::min(best, score(simulator, device_of, simulator.simulate(device_of), reward).cost_s);
+  }
+  if (!(best > 0) || !std::isfinite(best)) {
+    throw Error(fmt::format("task {}: its reference placements cost {} s; training needs a graph whose ops take time",
+                            name, best));
+  }
+  return best;
+}
+
+// Infinity (no fitting placement yet) is null in JSON.
+nlohmann::json cost_json(double cost_s) { return std::isfinite(cost_s) ? nlohmann::json(cost_s) : nlohmann::json(); }
+double cost_from_json(const io::JsonNode& node) { return node.value().is_null() ? kInf : node.as_number(); }
+
+std::string ms(double seconds) {
+  return std::isfinite(seconds) ? fmt::format("{:.4g} ms", seconds * 1e3) : std::string("none fits");
+}
+
+// What the trainer itself carries across a resume.
+struct TrainerState {
+  int64_t step = 0;
+  double wall_s = 0;
+  int64_t simulations = 0;
+  std::vector<double> best_cost_s;
+  std::vector<std::vector<int32_t>> best_placement;
+  std::vector<int64_t> best_step;
+};
+
+nlohmann::json trainer_json(const TrainerState& state, const std::vector<Task>& tasks, uint64_t seed) {
+  nlohmann::json list = nlohmann::json::array();
+  for (size_t t = 0; t < tasks.size(); ++t) {
+    list.push_back({{"name", tasks[t].name},
+                    {"reward", to_json(tasks[t].reward)},
+                    {"best_cost_s", cost_json(state.best_cost_s[t])},
+                    {"best_step", state.best_step[t]},
+                    {"best_placement", state.best_placement[t]}});
+  }
+  return {{"seed", seed}, {"wall_s", state.wall_s}, {"simulations", state.simulations}, {"tasks", std::move(list)}};
+}
+
+void restore_trainer(const io::JsonNode& node, const std::vector<Task>& tasks, TrainerState& state) {
+  node.check_fields({"seed", "wall_s", "simulations", "tasks"});
+  const io::JsonNode list = node.at("tasks");
+  std::string saved, given;
+  for (size_t t = 0; t < list.size(); ++t) saved += (t ? ", " : "") + list.at(t).at("name").as_string();
+  for (size_t t = 0; t < tasks.size(); ++t) given += (t ? ", " : "") + tasks[t].name;
+  if (saved != given) {
+    node.at("tasks").fail(fmt::format("the checkpoint trained on [{}] but this run has [{}]; resume with the same "
+                                      "graphs and cluster, or start a new run in another directory",
+                                      saved, given));
+  }
+  state.wall_s = node.at("wall_s").as_amount();
+  state.simulations = node.at("simulations").as_int();
+  for (size_t t = 0; t < tasks.size(); ++t) {
+    const io::JsonNode entry = list.at(t);
+    entry.check_fields({"name", "reward", "best_cost_s", "best_step", "best_placement"});
+    if (entry.at("reward").value() != to_json(tasks[t].reward)) {
+      entry.at("reward").fail(fmt::format("is {} but this run rewards {}; resume with the same reward options",
+                                          entry.at("reward").value().dump(), to_json(tasks[t].reward).dump()));
+    }
+    state.best_cost_s[t] = cost_from_json(entry.at("best_cost_s"));
+    state.best_step[t] = entry.at("best_step").as_int();
+    const io::JsonNode placement = entry.at("best_placement");
+    std::vector<int32_t> device_of(placement.size());
+    for (size_t i = 0; i < device_of.size(); ++i) device_of[i] = static_cast<int32_t>(placement.at(i).as_int());
+    state.best_placement[t] = std::move(device_of);
+  }
+}
+
+// Keeps the log lines of steps before `step` (a crash may have left later or half-written lines).
+void truncate_log(const std::string& path, int64_t step) {
+  if (!fs::exists(path)) return;
+  std::ifstream in(path);
+  std::string kept, line;
+  while (std::getline(in, line)) {
+    const nlohmann::json entry = nlohmann::json::parse(line, nullptr, false);
+    if (entry.is_discarded() || !entry.is_object() || !entry.contains("step") || !entry["step"].is_number_integer() ||
+        entry["step"].get<int64_t>() >= step) {
+      break;
+    }
+    kept += line + '\n';
+  }
+  in.close();
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << kept;
+    if (!out) throw Error(fmt::format("{}: cannot be written (disk full?)", tmp));
+  }
+  fs::rename(tmp, path);
+}
+
+}  // namespace
+
+Task make_task(std::string name, std::shared_ptr<const sim::Simulator> simulator, const RewardOptions& reward) {
+  if (!simulator) throw Error(fmt::format("task {}: no simulator", name));
+  Task task;
+  task.graph = std::shared_ptr<const graphs::Graph>(simulator, &simulator->graph());
+  task.cluster = std::shared_ptr<const sim::Cluster>(simulator, &simulator->cluster());
+  // The problem keeps a reference to the simulator: its deleter keeps the simulator alive.
+  task.problem = std::shared_ptr<const learned::Problem>(new learned::Problem(*simulator),
+                                                         [keep = simulator](const learned::Problem* p) { delete p; });
+  task.reference_s = reference_cost_s(name, *simulator, reward);
+  task.reward = reward;
+  task.simulator = std::move(simulator);
+  task.name = std::move(name);
+  return task;
+}
+
+Task make_task(std::string name, std::shared_ptr<const graphs::Graph> graph,
+               std::shared_ptr<const sim::Cluster> cluster, const RewardOptions& reward) {
+  if (!graph || !cluster) throw Error(fmt::format("task {}: graph and cluster must be given", name));
+  // The simulator keeps references to the graph and the cluster: its deleter keeps them alive.
+  std::shared_ptr<const sim::Simulator> simulator(new sim::Simulator(*graph, *cluster),
+                                                  [graph, cluster](const sim::Simulator* s) { delete s; });
+  Task task = make_task(std::move(name), std::move(simulator), reward);
+  task.graph = std::move(graph);
+  task.cluster = std::move(cluster);
+  return task;
+}
+
+nlohmann::json to_json(const LogEntry& entry) {
+  return {{"step", entry.step},       {"task", entry.task},       {"reward", entry.reward},
+          {"cost_s", entry.cost_s},   {"best_cost_s", cost_json(entry.best_cost_s)},
+          {"wall_s", entry.wall_s},   {"loss", entry.loss},       {"entropy", entry.entropy},
+          {"simulations", entry.simulations}};
+}
+
+std::string checkpoint_file(const std::string& path) {
+  return fs::is_directory(path) ? (fs::path(path) / "checkpoint.json").string() : path;
+}
+
+void save_checkpoint(const std::string& dir, const Learner& learner, int64_t step, const nlohmann::json& trainer_state) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw Error(fmt::format("{}: cannot create the checkpoint directory ({})", dir, ec.message()));
+  const nlohmann::json doc = {{"format", "placelab.checkpoint"},
+                              {"version", 1},
+                              {"policy", learner.name()},
+                              {"options", learner.options()},
+                              {"step", step},
+                              {"learner", learner.state()},
+                              {"trainer", trainer_state}};
+  io::write_json_atomic((fs::path(dir) / "checkpoint.json").string(), doc, -1);
+}
+
+nlohmann::json read_checkpoint(const std::string& path) {
+  const std::string file = checkpoint_file(path);
+  if (!fs::exists(file)) {
+    throw Error(fmt::format("{}: no checkpoint there (write one with placelab train --checkpoint DIR)", file));
+  }
+  nlohmann::json doc = io::read_json_file(file);
+  check_checkpoint(doc, file);
+  return doc;
+}
+
+void check_checkpoint(const nlohmann::json& doc, const std::string& origin) {
+  const io::JsonNode root(doc, origin);
+  root.expect_object();
+  root.check_header("placelab.checkpoint", {1});
+  root.check_fields({"format", "version", "policy", "options", "step", "learner", "trainer"});
+  if (root.at("policy").as_string().empty()) root.at("policy").fail("is empty; it must name a learned policy");
+  root.at("options").expect_object();
+  if (root.at("step").as_int() < 0) root.at("step").fail("must be >= 0");
+  root.at("learner").expect_object();
+  root.at("trainer").expect_object();
+}
+
+namespace {
+
+// Gives `learner` the state saved in checkpoint `doc`, naming the checkpoint when it does not fit.
+void load_saved_state(Learner& learner, const nlohmann::json& doc, const std::string& origin) {
+  try {
+    learner.load_state(doc["learner"]);
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: learner: the state does not fit policy {} with options {}: {}", origin,
+                            learner.name(), learner.options().dump(), e.what()));
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Learner> learner_from_checkpoint(const nlohmann::json& doc, const std::string& origin,
+                                                 const nlohmann::json& overrides, uint64_t seed) {
+  check_checkpoint(doc, origin);
+  nlohmann::json options = doc["options"];
+  options.update(overrides);
+  std::unique_ptr<Learner> learner;
+  try {
+    learner = make_learner(doc["policy"].get<std::string>(), options, seed);
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: policy: {}", origin, e.what()));
+  }
+  load_saved_state(*learner, doc, origin);
+  return learner;
+}
+
+std::unique_ptr<Learner> load_learner(const std::string& path) {
+  return learner_from_checkpoint(read_checkpoint(path), checkpoint_file(path));
+}
+
+TrainSummary train(Learner& learner, const std::vector<Task>& tasks, const TrainOptions& options,
+                   const std::function<bool(const LogEntry&)>& on_step,
+                   const std::function<void(std::string_view)>& progress) {
+  if (tasks.empty()) throw Error("train: no tasks (give at least one graph)");
+  if (options.steps < 0) throw Error(fmt::format("train: steps {} must be >= 0", options.steps));
+  if (!(options.minutes >= 0)) throw Error(fmt::format("train: minutes {} must be >= 0", options.minutes));
+  const size_t n = tasks.size();
+  TrainerState state;
+  state.best_cost_s.assign(n, kInf);
+  state.best_placement.assign(n, {});
+  state.best_step.assign(n, -1);
+
+  const bool logging = !options.checkpoint_dir.empty();
+  const std::string log_path = logging ? (fs::path(options.checkpoint_dir) / "log.jsonl").string() : "";
+  if (options.resume) {
+    if (!logging) throw Error("train: resume needs the checkpoint directory of the run to continue");
+    const std::string file = checkpoint_file(options.checkpoint_dir);
+    const nlohmann::json doc = read_checkpoint(options.checkpoint_dir);
+    const io::JsonNode root(doc, file);
+    if (doc["policy"] != learner.name()) {
+      root.at("policy").fail(fmt::format("is {} but this run trains {}; resume with --policy {}",
+                                         doc["policy"].dump(), learner.name(), doc["policy"].get<std::string>()));
+    }
+    if (doc["options"] != learner.options()) {
+      root.at("options").fail(fmt::format("are {} but this run has {}; resume with the checkpoint's options",
+                                          doc["options"].dump(), learner.options().dump()));
+    }
+    restore_trainer(root.at("trainer"), tasks, state);
+    load_saved_state(learner, doc, file);
+    state.step = doc["step"].get<int64_t>();
+    truncate_log(log_path, state.step);
+  } else if (logging) {
+    const fs::path existing = fs::path(options.checkpoint_dir) / "checkpoint.json";
+    if (fs::exists(existing)) {
+      throw Error(fmt::format("{}: a checkpoint is already there; pass --resume to continue that run, or choose "
+                              "another --checkpoint directory",
+                              existing.string()));
+    }
+    std::error_code ec;
+    fs::create_directories(options.checkpoint_dir, ec);
+    if (ec) throw Error(fmt::format("{}: cannot create the directory ({})", options.checkpoint_dir, ec.message()));
+    std::ofstream(log_path, std::ios::trunc);
+  }
+  std::ofstream log;
+  if (logging) {
+    log.open(log_path, std::ios::app);
+    if (!log) throw Error(fmt::format("{}: cannot be written", log_path));
+  }
+
+  const int64_t every = options.progress_every > 0 ? options.progress_every
+                                                    : std::clamp<int64_t>(options.steps / 20, 1, 50);
+  const auto start = Clock::now();
+  auto last_report = start;
+  const double wall_before_s = state.wall_s;
+  const auto elapsed_s = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+  const auto save = [&] {
+    if (logging) save_checkpoint(options.checkpoint_dir, learner, state.step, trainer_json(state, tasks, options.seed));
+  };
+
+  bool stop = state.step >= options.steps;
+  while (!stop) {
+    const int64_t step = state.step;
+    const size_t t = static_cast<size_t>(step % static_cast<int64_t>(n));
+    const StepStats stats = learner.train_step(tasks[t], step);
+    if (stats.best_cost_s < state.best_cost_s[t]) {
+      state.best_cost_s[t] = stats.best_cost_s;
+      state.best_placement[t] = stats.best_placement;
+      state.best_step[t] = step;
+    }
+    state.simulations += stats.simulations;
+    state.step = step + 1;
+    state.wall_s = wall_before_s + elapsed_s();
+
+    const LogEntry entry{step, tasks[t].name, stats.reward_mean, stats.cost_mean_s, state.best_cost_s[t],
+                         state.wall_s, stats.loss, stats.entropy, state.simulations};
+    if (logging) {
+      log << to_json(entry).dump() << '\n';
+      log.flush();
+      if (!log) throw Error(fmt::format("{}: write failed (disk full?)", log_path));
+    }
+    if (on_step && !on_step(entry)) stop = true;
+    if (state.step >= options.steps) stop = true;
+    if (options.minutes > 0 && elapsed_s() >= options.minutes * 60) stop = true;
+
+    const auto now = Clock::now();
+    if (progress && (stop || step == 0 || state.step % every == 0 ||
+                     std::chrono::duration<double>(now - last_report).count() >= 10)) {
+      last_report = now;
+      progress(fmt::format("step {}/{}  {}  reward {:.4f}  cost {}  best {} (reference {})  wall {:.1f} s",
+                           state.step, options.steps, tasks[t].name, stats.reward_mean, ms(stats.cost_mean_s),
+                           ms(state.best_cost_s[t]), ms(tasks[t].reference_s), state.wall_s));
+    }
+    if (stop || (options.checkpoint_every > 0 && state.step % options.checkpoint_every == 0)) save();
+  }
+
+  TrainSummary summary;
+  summary.steps = state.step;
+  summary.wall_s = state.wall_s;
+  summary.best_cost_s = std::move(state.best_cost_s);
+  summary.best_placement = std::move(state.best_placement);
+  summary.best_step = std::move(state.best_step);
+  return summary;
+}
+
+}  // namespace placelab::rl

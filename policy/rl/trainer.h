@@ -1,0 +1,160 @@
+// Training runs of the learned placers: the Learner interface every policy implements, the tasks it
+// trains on, and the loop behind `placelab train` and the Python bindings: progress, a JSONL log of
+// the curve, atomic checkpoints and exact resume.
+//
+// A checkpoint is one JSON file (DIR/checkpoint.json, written to a temporary file and renamed):
+// {"format": "placelab.checkpoint", "version": 1, "policy": NAME, "options": {...}, "step": N,
+//  "learner": <Learner::state()>, "trainer": {seed, wall time, simulations, per task: name, reward options,
+//  best cost, step and placement}} (docs/learned.md#checkpoints). Resuming loads it,
+// truncates DIR/log.jsonl to the checkpoint's step and continues; the same seed and options then give
+// the same curve as an uninterrupted run, step for step.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "graphs/graph.h"
+#include "policy/learned/problem.h"
+#include "policy/rl/reward.h"
+#include "sim/cluster.h"
+#include "sim/engine.h"
+
+namespace placelab::rl {
+
+/** One graph on one cluster to learn on: owns everything it points to. */
+struct Task {
+  std::string name;  // e.g. "inception_v3:training=1 on v100-nvlink-4"
+  std::shared_ptr<const graphs::Graph> graph;
+  std::shared_ptr<const sim::Cluster> cluster;
+  std::shared_ptr<const sim::Simulator> simulator;
+  std::shared_ptr<const learned::Problem> problem;
+  /** Normaliser of the reward: the objective's cost of a reference placement (see make_task). */
+  double reference_s = 1;
+  /** The reward learners optimise on this task (rl::evaluate(task, placements) uses it). */
+  RewardOptions reward;
+};
+
+/**
+ * Builds a task; reference_s is the cost of the best of single_device and round_robin under
+ * `reward` (cheap, defined for every graph, and the same for every policy).
+ */
+Task make_task(std::string name, std::shared_ptr<const graphs::Graph> graph,
+               std::shared_ptr<const sim::Cluster> cluster, const RewardOptions& reward = {});
+/** A task on an existing simulator (its cost model and options); graph and cluster alias the simulator's. */
+Task make_task(std::string name, std::shared_ptr<const sim::Simulator> simulator, const RewardOptions& reward = {});
+
+/** What one training step did (averages over its rollouts). */
+struct StepStats {
+  double reward_mean = 0;
+  double cost_mean_s = 0;                                     // objective cost (step time by default)
+  double best_cost_s = std::numeric_limits<double>::infinity();  // best rollout of this step that fits in memory
+  std::vector<int32_t> best_placement;                        // op placement of that rollout
+  double loss = 0;
+  double entropy = 0;
+  int64_t rollouts = 0;
+  int64_t simulations = 0;  // simulator runs this step (incremental moves count one each)
+};
+
+/** A learned policy with its optimiser: what the trainer drives. Not thread-safe; one per run. */
+class Learner {
+ public:
+  virtual ~Learner() = default;
+  /** Registry name ("gdp", "placeto", "hdp", "hsdag"). */
+  virtual std::string name() const = 0;
+  /** Options it was made with, completed with defaults (saved in checkpoints). */
+  virtual nlohmann::json options() const = 0;
+  /** Samples rollouts on `task`, simulates them (in parallel), and updates the policy once. */
+  virtual StepStats train_step(const Task& task, int64_t step) = 0;
+  /** The policy's placement of `task` (greedy, or its own search for MDP policies), as an op placement. */
+  virtual std::vector<int32_t> place(const Task& task) = 0;
+  /** Everything needed to continue exactly: parameters, optimiser moments, RNG, baselines. */
+  virtual nlohmann::json state() const = 0;
+  /** Restores state(); throws placelab::Error naming the field on a mismatch (other architecture). */
+  virtual void load_state(const nlohmann::json& state) = 0;
+};
+
+/** A registered learned policy. */
+struct LearnerInfo {
+  std::string name;
+  std::string summary;
+  /** Options as a JSON object (unknown keys are errors); the seed fixes every random choice. */
+  std::function<std::unique_ptr<Learner>(const nlohmann::json& options, uint64_t seed)> make;
+};
+
+/** Every learned policy, in a stable order. */
+const std::vector<LearnerInfo>& learners();
+/** The learner called `name`; throws placelab::Error listing the known names otherwise. */
+std::unique_ptr<Learner> make_learner(std::string_view name, const nlohmann::json& options, uint64_t seed);
+
+/** One line of the JSONL training log. */
+struct LogEntry {
+  int64_t step = 0;
+  std::string task;
+  double reward = 0;          // mean reward of the step
+  double cost_s = 0;          // mean cost of the step's rollouts
+  double best_cost_s = 0;     // best cost seen so far over all steps (on this step's task)
+  double wall_s = 0;          // training wall time so far (summed over resumed runs)
+  double loss = 0;
+  double entropy = 0;
+  int64_t simulations = 0;    // total so far
+};
+nlohmann::json to_json(const LogEntry& entry);
+
+struct TrainOptions {
+  int64_t steps = 100;          // stop after this many steps in total (counting resumed ones) ...
+  double minutes = 0;           // ... or after this many minutes of this run when > 0, whichever first
+  std::string checkpoint_dir;   // empty: no checkpoints, no log file
+  int64_t checkpoint_every = 10;  // also at the end of the run; <= 0: only at the end
+  bool resume = false;          // continue from checkpoint_dir's checkpoint (an error if there is none)
+  uint64_t seed = 0;            // recorded in the checkpoint (the learner was seeded when made)
+  int64_t progress_every = 0;   // a progress line every so many steps (and every 10 s); 0: about 20 per run
+};
+
+/** Outcome of a run: the best placement found per task. */
+struct TrainSummary {
+  int64_t steps = 0;
+  double wall_s = 0;
+  std::vector<double> best_cost_s;                 // per task
+  std::vector<std::vector<int32_t>> best_placement;  // per task (op placements)
+  std::vector<int64_t> best_step;                  // step at which each best was found
+};
+
+/**
+ * Trains `learner` on `tasks` (step s uses task s mod tasks.size()). Calls `on_step` after every
+ * step (return false to stop early) and `progress` with a one-line status now and then. Writes the
+ * log and checkpoints when options.checkpoint_dir is set; with options.resume, first restores the
+ * learner and the trainer from that checkpoint (which must name the same policy and tasks).
+ */
+TrainSummary train(Learner& learner, const std::vector<Task>& tasks, const TrainOptions& options,
+                   const std::function<bool(const LogEntry&)>& on_step = {},
+                   const std::function<void(std::string_view)>& progress = {});
+
+/** DIR/checkpoint.json for a directory, the path itself otherwise. */
+std::string checkpoint_file(const std::string& path);
+
+/** Writes DIR/checkpoint.json atomically for `learner` at `step` with the trainer's `trainer_state`. */
+void save_checkpoint(const std::string& dir, const Learner& learner, int64_t step,
+                     const nlohmann::json& trainer_state = nlohmann::json::object());
+/** Reads a checkpoint file or directory; throws placelab::Error naming the file and what is wrong. */
+nlohmann::json read_checkpoint(const std::string& path);
+/** Checks a checkpoint document's header and fields (read_checkpoint's checks); `origin` names it in errors. */
+void check_checkpoint(const nlohmann::json& doc, const std::string& origin);
+/** A learner restored from a checkpoint file or directory (made with the saved name, options and state). */
+std::unique_ptr<Learner> load_learner(const std::string& path);
+/**
+ * A learner restored from checkpoint document `doc` (`origin` names it in errors): made with the saved
+ * policy and options, `overrides` replacing saved options (a change of architecture then fails to load,
+ * naming the parameter), and `seed`, then given the saved state.
+ */
+std::unique_ptr<Learner> learner_from_checkpoint(const nlohmann::json& doc, const std::string& origin,
+                                                 const nlohmann::json& overrides = nlohmann::json::object(),
+                                                 uint64_t seed = 0);
+
+}  // namespace placelab::rl

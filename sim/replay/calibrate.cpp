@@ -1,0 +1,271 @@
+// Calibration micro-benchmarks (chains of equal ops per device, a ping-pong of transfers between two
+// devices), run through the replay backends, and the least-squares fits of the roofline and link models.
+#include "sim/replay/calibrate.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "graphs/error.h"
+#include "sim/replay/cuda/executor.h"
+
+namespace placelab::sim::replay {
+
+namespace {
+
+/** Every device runs its own chain of `length` equal ops (each after the previous). */
+ReplayPlan chain_plan(int32_t devices, int32_t length, KernelKind kernel, double flops, double bytes,
+                      const std::string& kind) {
+  ReplayPlan plan{.graph = "calibration-chain", .cluster = "calibration"};
+  for (int32_t d = 0; d < devices; ++d) {
+    plan.devices.push_back({.name = fmt::format("{}{}", kind, d), .kind = kind, .ops = {}});
+    for (int32_t i = 0; i < length; ++i) {
+      const auto id = static_cast<int32_t>(plan.ops.size());
+      plan.ops.push_back({.name = fmt::format("d{}/op{}", d, i), .type = std::string(kernel_kind_name(kernel)),
+                          .device = d, .kernel = kernel, .flops = flops, .bytes = bytes,
+                          .after_ops = i > 0 ? std::vector<int32_t>{id - 1} : std::vector<int32_t>{}});
+      plan.devices[d].ops.push_back(id);
+    }
+  }
+  return plan;
+}
+
+/** Empty ops alternate between devices 0 and 1, each hop a transfer of `bytes`. */
+ReplayPlan ping_pong_plan(int32_t hops, double bytes, const std::string& kind) {
+  ReplayPlan plan{.graph = "calibration-ping-pong", .cluster = "calibration"};
+  for (int32_t d = 0; d < 2; ++d) plan.devices.push_back({.name = fmt::format("{}{}", kind, d), .kind = kind, .ops = {}});
+  for (int32_t i = 0; i <= hops; ++i) {
+    PlanOp op{.name = fmt::format("hop{}", i), .type = "none", .device = i % 2};
+    if (i > 0) {
+      op.after_transfers = {i - 1};
+      plan.transfers.push_back({.producer = i - 1, .src = (i - 1) % 2, .dst = i % 2, .bytes = bytes});
+    }
+    plan.ops.push_back(op);
+    plan.devices[i % 2].ops.push_back(i);
+  }
+  return plan;
+}
+
+/** Seconds per op (or hop) of plans made by `make(length)` (of length making a run ~run_s), fastest run. */
+template <typename MakePlan>
+double per_op_s(std::string_view backend, const CalibrationOptions& options, MakePlan make) {
+  ReplayOptions probe = options.replay;
+  probe.warmup = std::min(probe.warmup, 1);
+  probe.repeats = 1;
+  constexpr int32_t kProbeLength = 4;
+  const double probe_s = run_replay(make(kProbeLength), backend, probe).step_time_s / kProbeLength;
+  const int32_t max_length = options.quick ? 32 : 400;
+  const auto length = static_cast<int32_t>(std::clamp(options.run_s / std::max(probe_s, 1e-9), 4.0, 1.0 * max_length));
+  // The fastest run: what the machine can do, least disturbed by other processes (on a shared
+  // machine the median of a calibration run mixes in their load, which a later replay will not share).
+  const std::vector<double> runs = run_replay(make(length), backend, options.replay).step_times_s;
+  return *std::min_element(runs.begin(), runs.end()) / length;
+}
+
+std::vector<double> log_sizes(double lo, double hi, int32_t count) {
+  std::vector<double> out;
+  for (int32_t i = 0; i < count; ++i)
+    out.push_back(std::round(lo * std::pow(hi / lo, count > 1 ? i / (count - 1.0) : 0.0)));
+  return out;
+}
+
+/** Solves the n x n system `a x = b` by Gaussian elimination with partial pivoting; false when singular. */
+template <size_t N>
+bool solve(std::array<std::array<double, N>, N> a, std::array<double, N> b, std::array<double, N>& x) {
+  for (size_t c = 0; c < N; ++c) {
+    size_t p = c;
+    for (size_t r = c + 1; r < N; ++r)
+      if (std::abs(a[r][c]) > std::abs(a[p][c])) p = r;
+    if (std::abs(a[p][c]) < 1e-300) return false;
+    std::swap(a[p], a[c]);
+    std::swap(b[p], b[c]);
+    for (size_t r = c + 1; r < N; ++r) {
+      const double f = a[r][c] / a[c][c];
+      for (size_t k = c; k < N; ++k) a[r][k] -= f * a[c][k];
+      b[r] -= f * b[c];
+    }
+  }
+  for (size_t c = N; c-- > 0;) {
+    double s = b[c];
+    for (size_t k = c + 1; k < N; ++k) s -= a[c][k] * x[k];
+    x[c] = s / a[c][c];
+  }
+  return true;
+}
+
+/** Least squares of sum_i (row_i . x - 1)^2 (rows already divided by the measured time). */
+template <size_t N>
+bool least_squares(const std::vector<std::array<double, N>>& rows, std::array<double, N>& x) {
+  std::array<std::array<double, N>, N> ata{};
+  std::array<double, N> atb{};
+  for (const auto& r : rows)
+    for (size_t i = 0; i < N; ++i) {
+      atb[i] += r[i];
+      for (size_t j = 0; j < N; ++j) ata[i][j] += r[i] * r[j];
+    }
+  return solve(ata, atb, x);
+}
+
+}  // namespace
+
+RooflineFit fit_roofline(std::span<const CalibrationPoint> points) {
+  // Unknowns (x = 1/P, y = 1/W, L); each point divided by its time, so the error is relative.
+  std::vector<std::array<double, 3>> rows;
+  int32_t compute = 0, memory = 0;
+  for (const CalibrationPoint& p : points) {
+    if (!(p.time_s > 0)) continue;
+    if (p.what == "compute") rows.push_back({p.size / p.time_s, 0, 1 / p.time_s}), ++compute;
+    else if (p.what == "memory") rows.push_back({0, p.size / p.time_s, 1 / p.time_s}), ++memory;
+    else if (p.what == "launch") rows.push_back({0, 0, 1 / p.time_s});
+  }
+  if (compute == 0 || memory == 0)
+    throw Error(fmt::format("calibration: fitting the roofline needs compute and memory points (got {} and {})", compute, memory));
+  std::array<double, 3> x{};
+  if (!least_squares(rows, x) || x[2] < 0) {
+    // A negative launch overhead fits no machine: fit the rates alone with L = 0.
+    std::vector<std::array<double, 2>> rates;
+    for (const auto& r : rows)
+      if (r[0] > 0 || r[1] > 0) rates.push_back({r[0], r[1]});
+    std::array<double, 2> xy{};
+    x = least_squares(rates, xy) ? std::array<double, 3>{xy[0], xy[1], 0} : std::array<double, 3>{0, 0, 0};
+  }
+  // Noise can make a rate's coefficient non-positive (an infinite rate): use the best rate measured.
+  for (int32_t k = 0; k < 2; ++k) {
+    if (x[k] > 0) continue;
+    double best = 0;
+    for (const auto& r : rows) best = std::max(best, r[k] / (1 - std::min(0.5, x[2] * r[2])));
+    x[k] = best > 0 ? 1 / best : 1;
+  }
+  RooflineFit fit{.flops_per_s = 1 / x[0], .bandwidth_bytes_per_s = 1 / x[1], .launch_s = x[2]};
+  int32_t n = 0;
+  for (const CalibrationPoint& p : points) {
+    if (!(p.time_s > 0) || (p.what != "compute" && p.what != "memory" && p.what != "launch")) continue;
+    const double t = (p.what == "compute" ? p.size * x[0] : p.what == "memory" ? p.size * x[1] : 0) + x[2];
+    fit.mape += std::abs(t / p.time_s - 1);
+    ++n;
+  }
+  fit.mape /= n;
+  return fit;
+}
+
+LinkFit fit_link(std::span<const CalibrationPoint> points) {
+  std::vector<std::array<double, 2>> rows;  // unknowns (1 / bandwidth, latency)
+  for (const CalibrationPoint& p : points)
+    if (p.what == "copy" && p.time_s > 0) rows.push_back({p.size / p.time_s, 1 / p.time_s});
+  if (rows.size() < 2) throw Error(fmt::format("calibration: fitting a link needs 2 or more copy points (got {})", rows.size()));
+  std::array<double, 2> x{};
+  if (!least_squares(rows, x) || x[1] < 0 || !(x[0] > 0)) {
+    double num = 0, den = 0;  // latency 0: one unknown (rows' sizes are > 0, so it is > 0)
+    for (const auto& r : rows) num += r[0], den += r[0] * r[0];
+    x = {den > 0 ? num / den : 1, 0};
+  }
+  LinkFit fit{.bandwidth_bytes_per_s = 1 / x[0], .latency_s = x[1]};
+  for (const CalibrationPoint& p : points)
+    if (p.what == "copy" && p.time_s > 0) fit.mape += std::abs((x[1] + p.size * x[0]) / p.time_s - 1);
+  fit.mape /= static_cast<double>(rows.size());
+  return fit;
+}
+
+Calibration calibrate(std::string_view backend, const CalibrationOptions& asked) {
+  check_backend(backend);
+  CalibrationOptions options = asked;
+  if (options.quick) {  // a smoke test: short runs over a small arena
+    options.replay.warmup = std::min(options.replay.warmup, 1);
+    options.replay.repeats = std::min(options.replay.repeats, 3);
+    options.replay.arena_bytes = std::min(options.replay.arena_bytes, 4.0 * (1 << 20));
+    options.run_s = std::min(options.run_s, 5e-4);
+  }
+  check_options(options.replay);
+  if (options.devices < 1 || options.devices > 64)
+    throw Error(fmt::format("calibrate: devices is {}, must be in [1, 64]", options.devices));
+  if (!(options.run_s > 0 && options.run_s <= 10))
+    throw Error(fmt::format("calibrate: run length is {} s, must be in (0, 10]", options.run_s));
+  const std::string kind = backend == "cpu" ? "cpu" : "gpu";
+  Calibration cal{.backend = std::string(backend), .devices = options.devices};
+  if (backend == "cpu") {
+    cal.device_memory_bytes = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE)) / options.devices;
+  } else {
+    std::string why;
+    const int gpus = cuda::device_count(&why);
+    if (gpus < options.devices)
+      throw Error(fmt::format("calibrate --backend cuda: {} devices asked, {} GPUs usable{}", options.devices, gpus,
+                              gpus == 0 ? " (" + why + ")" : ""));
+    cal.device_memory_bytes = cuda::device_memory_bytes(0);
+  }
+  const int32_t count = options.quick ? 3 : 9;
+  // Sizes span the scaled-down zoo graphs' ops: 10 kFLOP to 100 MFLOP, 4 kB to 16 MB (quick: 1 to 100 kFLOP).
+  const double flops_lo = options.quick ? 1e3 : 1e4, flops_hi = options.quick ? 1e5 : 1e8;
+  const double bytes_hi = options.quick ? 4e5 : 1.6e7, copy_hi = options.quick ? 4e5 : 1.6e7;
+  auto measure = [&](const std::string& what, double size, auto make) {
+    cal.points.push_back({.what = what, .size = size, .time_s = per_op_s(backend, options, make)});
+  };
+  measure("launch", 0, [&](int32_t n) { return chain_plan(options.devices, n, KernelKind::none, 0, 0, kind); });
+  for (double f : log_sizes(flops_lo, flops_hi, count))
+    measure("compute", f, [&](int32_t n) { return chain_plan(options.devices, n, KernelKind::compute, f, 0, kind); });
+  for (double b : log_sizes(4e3, bytes_hi, count))
+    measure("memory", b, [&](int32_t n) { return chain_plan(options.devices, n, KernelKind::memory, 0, b, kind); });
+  cal.roofline = fit_roofline(cal.points);
+  if (options.devices >= 2) {
+    for (double b : log_sizes(4e3, copy_hi, count)) {
+      const double hop_s = per_op_s(backend, options, [&](int32_t n) { return ping_pong_plan(n, b, kind); });
+      cal.points.push_back({.what = "copy", .size = b, .time_s = std::max(hop_s - cal.roofline.launch_s, 1e-9)});
+    }
+    cal.link = fit_link(cal.points);
+  }
+  return cal;
+}
+
+Cluster calibrated_cluster(const Calibration& cal) {
+  const std::string kind = cal.backend == "cpu" ? "cpu" : "gpu";
+  ClusterSpec spec{.name = fmt::format("calibrated-{}-{}", cal.backend, cal.devices)};
+  for (int32_t d = 0; d < cal.devices; ++d)
+    spec.devices.push_back({.name = fmt::format("{}{}", kind, d),
+                            .kind = kind,
+                            .peak_flops_per_s = cal.roofline.flops_per_s,
+                            .memory_bandwidth_bytes_per_s = cal.roofline.bandwidth_bytes_per_s,
+                            .memory_bytes = cal.device_memory_bytes,
+                            .launch_overhead_s = cal.roofline.launch_s,
+                            .gap_after_op_s = 0,
+                            .efficiency = 1});
+  for (int32_t a = 0; a < cal.devices; ++a)
+    for (int32_t b = a + 1; b < cal.devices; ++b)
+      spec.links.push_back({.name = fmt::format("{}{}-{}{}", kind, a, kind, b),
+                            .end_a = spec.devices[a].name,
+                            .end_b = spec.devices[b].name,
+                            .bandwidth_bytes_per_s = cal.link.bandwidth_bytes_per_s,
+                            .latency_s = cal.link.latency_s,
+                            .duplex = Duplex::full,
+                            .busy_after_s = 0});
+  return Cluster(std::move(spec));
+}
+
+nlohmann::json calibration_to_json(const Calibration& cal) {
+  nlohmann::json points = nlohmann::json::array();
+  for (const CalibrationPoint& p : cal.points) {
+    nlohmann::json j = {{"what", p.what}, {"size", p.size}, {"time_s", p.time_s}};
+    if (p.what == "compute") j["flops_per_s"] = p.size / p.time_s;
+    if (p.what == "memory" || p.what == "copy") j["bytes_per_s"] = p.size / p.time_s;
+    points.push_back(j);
+  }
+  nlohmann::json doc = {{"format", "placelab.calibration"},
+                        {"version", 1},
+                        {"backend", cal.backend},
+                        {"devices", cal.devices},
+                        {"points", points},
+                        {"roofline", {{"flops_per_s", cal.roofline.flops_per_s},
+                                      {"bandwidth_bytes_per_s", cal.roofline.bandwidth_bytes_per_s},
+                                      {"launch_s", cal.roofline.launch_s},
+                                      {"mape", cal.roofline.mape}}},
+                        {"cluster", cluster_to_json(calibrated_cluster(cal))}};
+  if (cal.devices >= 2)
+    doc["link"] = {{"bandwidth_bytes_per_s", cal.link.bandwidth_bytes_per_s},
+                   {"latency_s", cal.link.latency_s},
+                   {"mape", cal.link.mape}};
+  return doc;
+}
+
+}  // namespace placelab::sim::replay

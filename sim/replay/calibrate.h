@@ -1,0 +1,83 @@
+// Calibration: micro-benchmarks run through a replay backend (so they measure exactly what a replay
+// runs) of achieved FLOP/s by op size, memory bandwidth by size, per-op launch overhead, and copy
+// bandwidth and latency between devices; a fit of the roofline cost model to them; and the cluster
+// whose device and link numbers are that fit, which every verb takes as `--cluster`. docs/replay.md.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/cluster.h"
+#include "sim/replay/executor.h"
+
+namespace placelab::sim::replay {
+
+/** Knobs of a calibration. */
+struct CalibrationOptions {
+  /** Devices measured at once (CPU: thread groups; CUDA: GPUs), as a replay of that many would run. */
+  int32_t devices = 2;
+  /** Three sizes per curve and short runs: seconds, for tests and smoke checks. */
+  bool quick = false;
+  /** How each micro-benchmark plan runs (warm-up and repeats, threads, pinning, arena). */
+  ReplayOptions replay{.warmup = 1, .repeats = 5};
+  /** Wanted duration of one micro-benchmark run (a chain of equal ops), in seconds. */
+  double run_s = 0.004;
+};
+
+/** One measurement: what, at what size, and the seconds one op (or one transfer hop) took. */
+struct CalibrationPoint {
+  std::string what;  // "compute" (size = FLOPs), "memory" (bytes), "launch" (0), "copy" (bytes)
+  double size = 0;
+  double time_s = 0;
+};
+
+/** The roofline fitted to compute, memory and launch points: t = max(F / P, B / W) + L. */
+struct RooflineFit {
+  double flops_per_s = 0, bandwidth_bytes_per_s = 0, launch_s = 0;
+  double mape = 0;  // mean |predicted / measured - 1| over the points
+};
+
+/** A link fitted to copy points: t = latency + bytes / bandwidth. */
+struct LinkFit {
+  double bandwidth_bytes_per_s = 0, latency_s = 0;
+  double mape = 0;
+};
+
+/** A calibration: the points and the fits. */
+struct Calibration {
+  std::string backend;
+  int32_t devices = 0;
+  double device_memory_bytes = 0;
+  std::vector<CalibrationPoint> points;
+  RooflineFit roofline;
+  LinkFit link;  // zeros with one device
+};
+
+/** Measures `backend` ("cpu" or "cuda"); throws placelab::Error when it is unavailable. */
+Calibration calibrate(std::string_view backend, const CalibrationOptions& options = {});
+
+/**
+ * Least squares in relative error of t = F x + B y + L over the compute ("compute": F = size),
+ * memory ("memory": B = size) and launch points, with P = 1/x, W = 1/y (L >= 0).
+ */
+RooflineFit fit_roofline(std::span<const CalibrationPoint> points);
+
+/** Least squares in relative error of t = latency + bytes / bandwidth over the "copy" points. */
+LinkFit fit_link(std::span<const CalibrationPoint> points);
+
+/**
+ * The cluster of a calibration: devices `cpu0..` (kind "cpu") or `gpu0..` (kind "gpu") with the
+ * fitted peak, bandwidth and launch overhead (efficiency 1), and a full-duplex link per device pair
+ * with the fitted copy bandwidth and latency (each direction is one copy queue, as in the replay).
+ */
+Cluster calibrated_cluster(const Calibration& calibration);
+
+/** The placelab.calibration v1 document: points, fits and the cluster document. */
+nlohmann::json calibration_to_json(const Calibration& calibration);
+
+}  // namespace placelab::sim::replay

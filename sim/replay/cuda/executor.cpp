@@ -1,0 +1,478 @@
+// The CUDA replay backend (see executor.h), host side. The host enqueues every op and transfer of a run
+// in one causal order (so every event a stream waits for has already been recorded), behind a gate
+// kernel per GPU that holds the streams until everything is enqueued; each op and transfer is timed by
+// events against a zero event per GPU recorded right after the gate opens. Devices of kind "cpu" run
+// the CPU kernels as host functions on their own stream. Every CUDA call is checked.
+#include "sim/replay/cuda/executor.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <numeric>
+
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include "graphs/error.h"
+#include "sim/replay/cpu/kernels.h"
+#include "sim/replay/cuda/kernels.h"
+
+namespace placelab::sim::replay::cuda {
+
+namespace {
+
+void check_cuda(cudaError_t err, const char* call, const char* file, int line) {
+  if (err != cudaSuccess)
+    throw Error(fmt::format("replay --backend cuda: {} failed at {}:{}: {}", call, file, line, cudaGetErrorString(err)));
+}
+
+#define PLACELAB_CUDA_CHECK(call) check_cuda((call), #call, __FILE__, __LINE__)
+
+using Clock = std::chrono::steady_clock;
+
+double host_now_s() { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); }
+
+/** Streams hold at most this many commands behind the gate; bigger plans run ungated. */
+constexpr int64_t kGateLimit = 900;
+
+/** What a host function of a "cpu" device needs. */
+struct HostOp {
+  cpu::DeviceMemory* memory = nullptr;
+  KernelKind kernel = KernelKind::none;
+  cpu::GemmShape gemm;
+  int64_t elements = 0;
+  double* checksum = nullptr;
+  double start_s = 0, end_s = 0;
+};
+
+void CUDART_CB run_host_op(void* data) {
+  auto* op = static_cast<HostOp*>(data);
+  op->start_s = host_now_s();
+  if (op->kernel == KernelKind::compute) *op->checksum += op->memory->gemm(op->gemm);
+  if (op->kernel == KernelKind::memory) *op->checksum += op->memory->stream(op->memory->take(op->elements), op->elements);
+  op->end_s = host_now_s();
+}
+
+void CUDART_CB mark_host_zero(void* data) { *static_cast<double*>(data) = host_now_s(); }
+
+void CUDART_CB rewind_host(void* data) { static_cast<cpu::DeviceMemory*>(data)->rewind(); }
+
+struct Device {
+  bool host = false;
+  int gpu = 0;            // the GPU it is (or whose context its host stream lives in)
+  int sms = 1;
+  cudaStream_t stream = nullptr;
+  // GPU: arena halves and the checksum in device memory; host: CPU memory and a pinned copy source.
+  float* src = nullptr;
+  float* dst = nullptr;
+  int64_t arena_floats = 0;
+  double* checksum = nullptr;
+  std::unique_ptr<cpu::DeviceMemory> memory;
+  double host_checksum = 0;
+  float* pinned_src = nullptr;
+  int64_t pinned_floats = 0;
+};
+
+struct Pair {
+  int32_t src = 0, dst = 0;
+  int gpu = 0;  // the GPU whose context runs its stream
+  cudaStream_t stream = nullptr;
+  float* ring = nullptr;  // on the destination (device memory, or pinned host memory)
+  int64_t ring_floats = 0;
+};
+
+class Runner {
+ public:
+  Runner(const ReplayPlan& plan, const ReplayOptions& options, int gpus) : plan_(plan), options_(options) {
+    int next_gpu = 0;
+    for (const PlanDevice& d : plan.devices) {
+      Device dev;
+      dev.host = d.kind == "cpu";
+      if (!dev.host && next_gpu == gpus)
+        throw Error(fmt::format("replay --backend cuda: plan \"{}\" needs more GPUs than the {} here (device \"{}\")",
+                                plan.graph, gpus, d.name));
+      dev.gpu = dev.host ? 0 : next_gpu++;
+      devices_.push_back(std::move(dev));
+    }
+    gpus_used_ = std::max(1, next_gpu);
+    try {
+      allocate();
+    } catch (...) {
+      release();
+      throw;
+    }
+  }
+  ~Runner() { release(); }
+  Runner(const Runner&) = delete;
+  Runner& operator=(const Runner&) = delete;
+
+  ReplayResult run() {
+    const int32_t runs = options_.warmup + options_.repeats;
+    const size_t n = plan_.ops.size(), m = plan_.transfers.size();
+    std::vector<double> steps;
+    std::vector<std::vector<double>> starts, ends, xstarts, xends;
+    for (int32_t r = 0; r < runs; ++r) {
+      run_once();
+      if (r < options_.warmup) continue;
+      std::vector<double> s(n), e(n), xs(m), xe(m);
+      read_times(s, e, xs, xe);
+      double first = INFINITY, last = 0;
+      for (size_t i = 0; i < n; ++i) first = std::min(first, s[i]), last = std::max(last, e[i]);
+      for (size_t t = 0; t < m; ++t) last = std::max(last, xe[t]);
+      if (n == 0) first = last = 0;
+      for (double& v : s) v -= first;
+      for (double& v : e) v -= first;
+      for (double& v : xs) v -= first;
+      for (double& v : xe) v -= first;
+      steps.push_back(last - first);
+      starts.push_back(std::move(s)), ends.push_back(std::move(e)), xstarts.push_back(std::move(xs)), xends.push_back(std::move(xe));
+    }
+    std::vector<size_t> order(steps.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return steps[a] < steps[b]; });
+    const size_t med = order[(order.size() - 1) / 2];
+    ReplayResult out{.backend = "cuda", .step_time_s = steps[med], .step_times_s = steps};
+    out.op_start_s = starts[med], out.op_end_s = ends[med];
+    out.transfer_start_s = xstarts[med], out.transfer_end_s = xends[med];
+    out.device_busy_s.assign(devices_.size(), 0.0);
+    for (size_t i = 0; i < n; ++i) {
+      out.device_busy_s[plan_.ops[i].device] += out.op_end_s[i] - out.op_start_s[i];
+      const Device& d = devices_[plan_.ops[i].device];
+      if (plan_.ops[i].kernel == KernelKind::compute)
+        out.flops_done += d.host ? cpu::gemm_shape(plan_.ops[i].flops).flops() : compute_launch(plan_.ops[i].flops, d.sms).flops();
+      if (plan_.ops[i].kernel == KernelKind::memory) out.bytes_streamed += 8.0 * static_cast<double>(cpu::stream_elements(plan_.ops[i].bytes));
+    }
+    for (const PlanTransfer& x : plan_.transfers) out.bytes_copied += 4.0 * static_cast<double>(floats_of(x.bytes));
+    for (Device& d : devices_) {
+      double sum = d.host_checksum;
+      if (!d.host) {
+        PLACELAB_CUDA_CHECK(cudaSetDevice(d.gpu));
+        PLACELAB_CUDA_CHECK(cudaMemcpy(&sum, d.checksum, sizeof(double), cudaMemcpyDeviceToHost));
+      }
+      out.device_checksum.push_back(sum);
+    }
+    return out;
+  }
+
+ private:
+  static int64_t floats_of(double bytes) { return std::max<int64_t>(bytes > 0 ? 1 : 0, std::llround(bytes / 4)); }
+
+  void allocate() {
+    const auto half = std::max<int64_t>(1024, static_cast<int64_t>(options_.arena_bytes / 8));
+    std::vector<int64_t> out_floats(devices_.size(), 1024);
+    for (const PlanTransfer& x : plan_.transfers)
+      out_floats[x.src] = std::min(half, std::max(out_floats[x.src], floats_of(x.bytes)));
+    for (size_t d = 0; d < devices_.size(); ++d) {
+      Device& dev = devices_[d];
+      PLACELAB_CUDA_CHECK(cudaSetDevice(dev.gpu));
+      PLACELAB_CUDA_CHECK(cudaDeviceGetAttribute(&dev.sms, cudaDevAttrMultiProcessorCount, dev.gpu));
+      PLACELAB_CUDA_CHECK(cudaStreamCreateWithFlags(&dev.stream, cudaStreamNonBlocking));
+      if (dev.host) {
+        dev.memory = std::make_unique<cpu::DeviceMemory>(options_.arena_bytes);
+        dev.pinned_floats = out_floats[d];
+        PLACELAB_CUDA_CHECK(cudaMallocHost(&dev.pinned_src, static_cast<size_t>(dev.pinned_floats) * sizeof(float)));
+        for (int64_t i = 0; i < dev.pinned_floats; ++i) dev.pinned_src[i] = cpu::pattern(i);
+        continue;
+      }
+      dev.arena_floats = half;
+      PLACELAB_CUDA_CHECK(cudaMalloc(&dev.src, static_cast<size_t>(half) * sizeof(float)));
+      PLACELAB_CUDA_CHECK(cudaMalloc(&dev.dst, static_cast<size_t>(half) * sizeof(float)));
+      PLACELAB_CUDA_CHECK(cudaMalloc(&dev.checksum, sizeof(double)));
+      PLACELAB_CUDA_CHECK(launch_fill(dev.src, half, dev.stream));
+      PLACELAB_CUDA_CHECK(cudaStreamSynchronize(dev.stream));
+    }
+    // Peer access where the GPUs allow it; cudaMemcpyPeerAsync stages through the host otherwise.
+    for (const PlanTransfer& x : plan_.transfers) {
+      const Device &a = devices_[x.src], &b = devices_[x.dst];
+      if (a.host || b.host || a.gpu == b.gpu) continue;
+      int can = 0;
+      PLACELAB_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, a.gpu, b.gpu));
+      if (!can) continue;
+      PLACELAB_CUDA_CHECK(cudaSetDevice(a.gpu));
+      const cudaError_t err = cudaDeviceEnablePeerAccess(b.gpu, 0);
+      if (err == cudaErrorPeerAccessAlreadyEnabled) cudaGetLastError();  // clears the sticky-free error state
+      else PLACELAB_CUDA_CHECK(err);
+    }
+    std::map<std::pair<int32_t, int32_t>, size_t> pair_of;
+    for (size_t t = 0; t < plan_.transfers.size(); ++t) {
+      const PlanTransfer& x = plan_.transfers[t];
+      auto [it, fresh] = pair_of.try_emplace({x.src, x.dst}, pairs_.size());
+      if (fresh) {
+        const Device &a = devices_[x.src], &b = devices_[x.dst];
+        pairs_.push_back({.src = x.src, .dst = x.dst, .gpu = a.host ? b.gpu : a.gpu});
+      }
+      Pair& p = pairs_[it->second];
+      p.ring_floats = std::max(p.ring_floats, std::min(half, floats_of(x.bytes)));
+      pair_of_transfer_.push_back(it->second);
+    }
+    for (Pair& p : pairs_) {
+      p.ring_floats = std::max<int64_t>(p.ring_floats, 1024);
+      PLACELAB_CUDA_CHECK(cudaSetDevice(p.gpu));
+      PLACELAB_CUDA_CHECK(cudaStreamCreateWithFlags(&p.stream, cudaStreamNonBlocking));
+      const Device& dst = devices_[p.dst];
+      const size_t bytes = static_cast<size_t>(p.ring_floats) * sizeof(float);
+      if (dst.host) {
+        PLACELAB_CUDA_CHECK(cudaMallocHost(&p.ring, bytes));
+      } else {
+        PLACELAB_CUDA_CHECK(cudaSetDevice(dst.gpu));
+        PLACELAB_CUDA_CHECK(cudaMalloc(&p.ring, bytes));
+      }
+    }
+    // Events: timing ones for ops and transfers, recorded on the stream that runs them.
+    auto make_event = [&](int gpu) {
+      cudaEvent_t e = nullptr;
+      PLACELAB_CUDA_CHECK(cudaSetDevice(gpu));
+      PLACELAB_CUDA_CHECK(cudaEventCreate(&e));
+      events_.push_back(e);
+      return e;
+    };
+    for (const PlanOp& op : plan_.ops) {
+      start_.push_back(make_event(devices_[op.device].gpu));
+      end_.push_back(make_event(devices_[op.device].gpu));
+    }
+    for (size_t t = 0; t < plan_.transfers.size(); ++t) {
+      xstart_.push_back(make_event(pairs_[pair_of_transfer_[t]].gpu));
+      xend_.push_back(make_event(pairs_[pair_of_transfer_[t]].gpu));
+    }
+    for (int g = 0; g < gpus_used_; ++g) {
+      cudaStream_t s = nullptr;
+      PLACELAB_CUDA_CHECK(cudaSetDevice(g));
+      PLACELAB_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+      gate_streams_.push_back(s);
+      zero_.push_back(make_event(g));
+    }
+    PLACELAB_CUDA_CHECK(cudaHostAlloc(&gate_flag_, sizeof(int), cudaHostAllocMapped | cudaHostAllocPortable));
+    PLACELAB_CUDA_CHECK(cudaHostGetDevicePointer(&gate_device_, gate_flag_, 0));
+    host_ops_.resize(plan_.ops.size());
+    for (size_t i = 0; i < plan_.ops.size(); ++i) {
+      const PlanOp& op = plan_.ops[i];
+      Device& d = devices_[op.device];
+      if (!d.host) continue;
+      host_ops_[i] = {.memory = d.memory.get(), .kernel = op.kernel, .gemm = cpu::gemm_shape(op.flops),
+                      .elements = op.kernel == KernelKind::memory ? cpu::stream_elements(op.bytes) : 0,
+                      .checksum = &d.host_checksum};
+    }
+    order_ = causal_order();
+    // The gate holds every stream; a stream can queue only so much, so large plans run ungated.
+    std::vector<int64_t> per_stream(devices_.size() + pairs_.size(), 0);
+    for (const PlanOp& op : plan_.ops)
+      per_stream[op.device] += 3 + static_cast<int64_t>(op.after_ops.size() + op.after_transfers.size());
+    for (size_t t = 0; t < plan_.transfers.size(); ++t) per_stream[devices_.size() + pair_of_transfer_[t]] += 4;
+    gated_ = *std::max_element(per_stream.begin(), per_stream.end()) <= kGateLimit;
+  }
+
+  /** Ops (ids 0..n) and transfers (n..n+m) in an order where every dependency and stream predecessor comes first. */
+  std::vector<int32_t> causal_order() const {
+    const auto n = static_cast<int32_t>(plan_.ops.size()), m = static_cast<int32_t>(plan_.transfers.size());
+    std::vector<std::vector<int32_t>> next(n + m);
+    std::vector<int32_t> indegree(n + m, 0);
+    auto edge = [&](int32_t a, int32_t b) { next[a].push_back(b), ++indegree[b]; };
+    for (const PlanDevice& d : plan_.devices)
+      for (size_t k = 1; k < d.ops.size(); ++k) edge(d.ops[k - 1], d.ops[k]);
+    std::vector<int32_t> last(pairs_.size(), -1);
+    for (int32_t t = 0; t < m; ++t) {
+      int32_t& prev = last[pair_of_transfer_[t]];
+      if (prev >= 0) edge(n + prev, n + t);
+      prev = t;
+      edge(plan_.transfers[t].producer, n + t);
+    }
+    for (int32_t i = 0; i < n; ++i) {
+      for (int32_t q : plan_.ops[i].after_ops) edge(q, i);
+      for (int32_t t : plan_.ops[i].after_transfers) edge(n + t, i);
+    }
+    std::vector<int32_t> order, ready;
+    for (int32_t v = n + m; v-- > 0;)
+      if (indegree[v] == 0) ready.push_back(v);
+    while (!ready.empty()) {
+      const int32_t v = ready.back();
+      ready.pop_back();
+      order.push_back(v);
+      for (int32_t w : next[v])
+        if (--indegree[w] == 0) ready.push_back(w);
+    }
+    return order;  // complete: validate_plan proved the graph acyclic
+  }
+
+  void run_once() {
+    const auto n = static_cast<int32_t>(plan_.ops.size());
+    *gate_flag_ = gated_ ? 0 : 1;
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    for (int g = 0; g < gpus_used_; ++g) {
+      PLACELAB_CUDA_CHECK(cudaSetDevice(g));
+      PLACELAB_CUDA_CHECK(launch_gate(gate_device_, gate_streams_[g]));
+      PLACELAB_CUDA_CHECK(cudaEventRecord(zero_[g], gate_streams_[g]));
+    }
+    for (Device& d : devices_) {
+      PLACELAB_CUDA_CHECK(cudaSetDevice(d.gpu));
+      PLACELAB_CUDA_CHECK(cudaStreamWaitEvent(d.stream, zero_[d.gpu], 0));
+      if (d.host) {
+        d.host_checksum = 0;
+        PLACELAB_CUDA_CHECK(cudaLaunchHostFunc(d.stream, rewind_host, d.memory.get()));
+        PLACELAB_CUDA_CHECK(cudaLaunchHostFunc(d.stream, mark_host_zero, &host_zero_s_));
+      } else {
+        PLACELAB_CUDA_CHECK(cudaMemsetAsync(d.checksum, 0, sizeof(double), d.stream));
+      }
+    }
+    for (Pair& p : pairs_) {
+      PLACELAB_CUDA_CHECK(cudaSetDevice(p.gpu));
+      PLACELAB_CUDA_CHECK(cudaStreamWaitEvent(p.stream, zero_[p.gpu], 0));
+    }
+    std::vector<int64_t> cursor(devices_.size(), 0), src_cursor(pairs_.size(), 0), dst_cursor(pairs_.size(), 0);
+    for (int32_t v : order_) {
+      if (v < n) {
+        enqueue_op(v, cursor);
+      } else {
+        enqueue_transfer(v - n, src_cursor, dst_cursor);
+      }
+    }
+    *gate_flag_ = 1;  // opens every gate: the GPUs start now
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    for (int g = 0; g < gpus_used_; ++g) {
+      PLACELAB_CUDA_CHECK(cudaSetDevice(g));
+      PLACELAB_CUDA_CHECK(cudaDeviceSynchronize());
+    }
+  }
+
+  void enqueue_op(int32_t i, std::vector<int64_t>& cursor) {
+    const PlanOp& op = plan_.ops[i];
+    Device& d = devices_[op.device];
+    PLACELAB_CUDA_CHECK(cudaSetDevice(d.gpu));
+    for (int32_t q : op.after_ops) PLACELAB_CUDA_CHECK(cudaStreamWaitEvent(d.stream, end_[q], 0));
+    for (int32_t t : op.after_transfers) PLACELAB_CUDA_CHECK(cudaStreamWaitEvent(d.stream, xend_[t], 0));
+    PLACELAB_CUDA_CHECK(cudaEventRecord(start_[i], d.stream));
+    if (d.host) {
+      PLACELAB_CUDA_CHECK(cudaLaunchHostFunc(d.stream, run_host_op, &host_ops_[i]));
+    } else if (op.kernel == KernelKind::compute) {
+      PLACELAB_CUDA_CHECK(launch_compute(compute_launch(op.flops, d.sms), d.checksum, d.stream));
+    } else if (op.kernel == KernelKind::memory) {
+      const int64_t elements = cpu::stream_elements(op.bytes);
+      PLACELAB_CUDA_CHECK(launch_stream(d.src, d.dst, d.arena_floats, cursor[op.device], elements, d.checksum, d.sms, d.stream));
+      cursor[op.device] = (cursor[op.device] + elements) % d.arena_floats;
+    } else {
+      PLACELAB_CUDA_CHECK(launch_empty(d.stream));
+    }
+    PLACELAB_CUDA_CHECK(cudaEventRecord(end_[i], d.stream));
+  }
+
+  void enqueue_transfer(int32_t t, std::vector<int64_t>& src_cursor, std::vector<int64_t>& dst_cursor) {
+    const PlanTransfer& x = plan_.transfers[t];
+    const size_t pi = pair_of_transfer_[t];
+    Pair& p = pairs_[pi];
+    const Device &a = devices_[x.src], &b = devices_[x.dst];
+    PLACELAB_CUDA_CHECK(cudaSetDevice(p.gpu));
+    PLACELAB_CUDA_CHECK(cudaStreamWaitEvent(p.stream, end_[x.producer], 0));
+    PLACELAB_CUDA_CHECK(cudaEventRecord(xstart_[t], p.stream));
+    const float* base = a.host ? a.pinned_src : a.src;
+    const int64_t base_floats = a.host ? a.pinned_floats : a.arena_floats;
+    for (int64_t left = floats_of(x.bytes); left > 0;) {  // in pieces that fit both rings
+      const int64_t len = std::min({left, base_floats - src_cursor[pi], p.ring_floats - dst_cursor[pi]});
+      const size_t bytes = static_cast<size_t>(len) * sizeof(float);
+      float* to = p.ring + dst_cursor[pi];
+      const float* from = base + src_cursor[pi];
+      if (!a.host && !b.host) PLACELAB_CUDA_CHECK(cudaMemcpyPeerAsync(to, b.gpu, from, a.gpu, bytes, p.stream));
+      else PLACELAB_CUDA_CHECK(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDefault, p.stream));
+      src_cursor[pi] = (src_cursor[pi] + len) % base_floats;
+      dst_cursor[pi] = (dst_cursor[pi] + len) % p.ring_floats;
+      left -= len;
+    }
+    PLACELAB_CUDA_CHECK(cudaEventRecord(xend_[t], p.stream));
+  }
+
+  /** Seconds of `e` after the zero event of `gpu`. */
+  double since_zero_s(int gpu, cudaEvent_t e) const {
+    float ms = 0;
+    PLACELAB_CUDA_CHECK(cudaEventElapsedTime(&ms, zero_[gpu], e));
+    return 1e-3 * ms;
+  }
+
+  void read_times(std::vector<double>& s, std::vector<double>& e, std::vector<double>& xs, std::vector<double>& xe) const {
+    for (size_t i = 0; i < plan_.ops.size(); ++i) {
+      const Device& d = devices_[plan_.ops[i].device];
+      if (d.host) {
+        s[i] = host_ops_[i].start_s - host_zero_s_;
+        e[i] = host_ops_[i].end_s - host_zero_s_;
+      } else {
+        s[i] = since_zero_s(d.gpu, start_[i]);
+        e[i] = since_zero_s(d.gpu, end_[i]);
+      }
+    }
+    for (size_t t = 0; t < plan_.transfers.size(); ++t) {
+      const int gpu = pairs_[pair_of_transfer_[t]].gpu;
+      xs[t] = since_zero_s(gpu, xstart_[t]);
+      xe[t] = since_zero_s(gpu, xend_[t]);
+    }
+  }
+
+  /** Frees everything (errors ignored: this runs on the error path too). */
+  void release() noexcept {
+    for (cudaEvent_t e : events_) cudaEventDestroy(e);
+    for (cudaStream_t s : gate_streams_) cudaStreamDestroy(s);
+    for (Pair& p : pairs_) {
+      if (p.stream) cudaStreamDestroy(p.stream);
+      if (p.ring && devices_[p.dst].host) cudaFreeHost(p.ring);
+      else if (p.ring) cudaFree(p.ring);
+    }
+    for (Device& d : devices_) {
+      if (d.stream) cudaStreamDestroy(d.stream);
+      if (d.src) cudaFree(d.src);
+      if (d.dst) cudaFree(d.dst);
+      if (d.checksum) cudaFree(d.checksum);
+      if (d.pinned_src) cudaFreeHost(d.pinned_src);
+    }
+    if (gate_flag_) cudaFreeHost(gate_flag_);
+    events_.clear(), gate_streams_.clear(), pairs_.clear(), devices_.clear();
+    gate_flag_ = nullptr;
+  }
+
+  const ReplayPlan& plan_;
+  const ReplayOptions options_;
+  std::vector<Device> devices_;
+  std::vector<Pair> pairs_;
+  std::vector<size_t> pair_of_transfer_;
+  int gpus_used_ = 1;
+  std::vector<cudaEvent_t> events_, start_, end_, xstart_, xend_, zero_;
+  std::vector<cudaStream_t> gate_streams_;
+  std::vector<HostOp> host_ops_;
+  std::vector<int32_t> order_;
+  int* gate_flag_ = nullptr;
+  int* gate_device_ = nullptr;
+  bool gated_ = true;
+  double host_zero_s_ = 0;
+};
+
+}  // namespace
+
+bool built() { return true; }
+
+int device_count(std::string* why) {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    if (why) *why = fmt::format("no usable CUDA device: {}", cudaGetErrorString(err));
+    cudaGetLastError();
+    return 0;
+  }
+  if (count == 0 && why) *why = "no CUDA device found";
+  return count;
+}
+
+double device_memory_bytes(int device) {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) return 0;
+  return static_cast<double>(prop.totalGlobalMem);
+}
+
+ReplayResult replay(const ReplayPlan& plan, const ReplayOptions& options) {
+  std::string why;
+  const int gpus = device_count(&why);
+  if (gpus == 0) throw Error("replay --backend cuda: " + why);
+  check_options(options);
+  validate_plan(plan);
+  Runner runner(plan, options, gpus);
+  return runner.run();
+}
+
+}  // namespace placelab::sim::replay::cuda

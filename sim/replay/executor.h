@@ -1,0 +1,74 @@
+// What every replay backend takes and returns, and the entry point that picks a backend by name.
+// Backends: sim/replay/cpu (device = a oneTBB arena of threads) and sim/replay/cuda (device = a GPU,
+// or the host for devices of kind "cpu"). Semantics: docs/replay.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/replay/plan.h"
+
+namespace placelab::sim::replay {
+
+/** Knobs of a replay run. */
+struct ReplayOptions {
+  /** Runs of the whole plan before measuring (page faults, caches, thread start-up). */
+  int32_t warmup = 2;
+  /** Measured runs; the step time is their median. */
+  int32_t repeats = 10;
+  /** CPU backend: threads of each device's oneTBB arena. */
+  int32_t threads_per_device = 1;
+  /** CPU backend: pin each device's thread to its own core when there are enough cores. */
+  bool pin_threads = true;
+  /**
+   * CPU backend: copy transfers on one thread per ordered device pair (a copy engine beside the
+   * devices) instead of on the producer's thread right after the producer (the default, which needs
+   * no extra cores: a copy then delays the producer's device by its duration).
+   */
+  bool copy_threads = false;
+  /** CPU backend: bytes of each device's streaming arena (memory-bound kernels cycle through it). */
+  double arena_bytes = 32.0 * (1 << 20);
+};
+
+/** What a replay measured; times of events are from the start of the step (its earliest event). */
+struct ReplayResult {
+  std::string backend;
+  double step_time_s = 0;             // median over the measured runs
+  std::vector<double> step_times_s;   // every measured run, in run order
+  // Events of the run whose step time is the median (the lower median for an even count).
+  std::vector<double> op_start_s, op_end_s;              // per plan op
+  std::vector<double> transfer_start_s, transfer_end_s;  // per plan transfer
+  std::vector<double> device_busy_s;                     // per device: sum of its op durations
+  std::vector<double> device_checksum;  // per device: sum of its kernels' results in one run
+  double copy_checksum = 0;  // sum of one copied float per 4 KiB, over the transfers of one run
+  double flops_done = 0;     // FLOPs the kernels of one run executed (GEMM shapes round the ops' FLOPs)
+  double bytes_streamed = 0; // bytes the memory-bound kernels of one run read and wrote
+  double bytes_copied = 0;   // bytes the transfers of one run copied
+};
+
+/** "cpu" or "cuda"; anything else is a placelab::Error naming both. */
+void check_backend(std::string_view backend);
+
+/** Runs `plan` on `backend` ("cpu" or "cuda"); throws placelab::Error when the backend is unavailable. */
+ReplayResult run_replay(const ReplayPlan& plan, std::string_view backend, const ReplayOptions& options = {});
+
+/** Checks the options' ranges; throws placelab::Error naming the option. */
+void check_options(const ReplayOptions& options);
+
+/** The measured facts as JSON, with the plan's prediction and the relative error beside them. */
+nlohmann::json replay_result_to_json(const ReplayPlan& plan, const ReplayResult& result);
+
+/**
+ * Chrome trace-event JSON (Perfetto) of the measured run beside the prediction: process 0 holds the
+ * measured ops per device and transfers per device pair, process 1 the simulator's; times in us.
+ */
+nlohmann::json replay_trace_json(const ReplayPlan& plan, const ReplayResult& result);
+
+/** The median of `values` (the lower one for an even count, so it is a measured value); 0 when empty. */
+double lower_median(std::vector<double> values);
+
+}  // namespace placelab::sim::replay

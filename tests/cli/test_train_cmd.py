@@ -1,0 +1,109 @@
+"""The `placelab train` verb: a real learned policy on a tiny graph, its log and checkpoint, exact resume,
+the learned placers through `placelab place`, and bad input."""
+import json
+
+from cli_runner import placelab
+
+# Two tiny graphs whose specs carry their own commas, on a 2-GPU server; a small, fast policy setting.
+GRAPHS = "random_dag:ops=16,width=4,seed=2,random_dag:ops=12,width=3,seed=5"
+CLUSTER = "v100-nvlink-2"
+OPTIONS = {"rollouts": 2, "hidden": 8, "groups": 4}
+POLICY = ("--policy", "hdp", "--options", json.dumps(OPTIONS))
+
+
+def train(*args, check=True):
+    return placelab("train", "--graphs", GRAPHS, "--cluster", CLUSTER, *POLICY, *args, check=check)
+
+
+def log_without_wall(path):
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    for line in lines:
+        line.pop("wall_s")
+    return lines
+
+
+def test_train_writes_summary_log_and_checkpoint(tmp_path):
+    out = train("--steps", "4", "--checkpoint", str(tmp_path / "run"), "--json")
+    doc = json.loads(out.stdout)
+    assert doc["policy"] == "hdp" and doc["steps"] == 4 and doc["options"]["rollouts"] == 2
+    assert doc["reward"] == {"objective": "step_time", "oom_penalty": 1.0}
+    assert [t["task"] for t in doc["tasks"]] == ["random_dag:ops=16,width=4,seed=2 on v100-nvlink-2",
+                                                 "random_dag:ops=12,width=3,seed=5 on v100-nvlink-2"]
+    assert all(t["best_cost_s"] > 0 and t["reference_s"] > 0 for t in doc["tasks"])
+    assert "train: step" in out.stderr  # progress on stderr
+    log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    assert [e["step"] for e in log] == [0, 1, 2, 3]
+    assert log[1]["task"].startswith("random_dag:ops=12")  # steps alternate over the graphs
+    for key in ("reward", "cost_s", "best_cost_s", "wall_s", "loss", "entropy", "simulations"):
+        assert key in log[0]
+    checkpoint = json.loads((tmp_path / "run" / "checkpoint.json").read_text())
+    assert checkpoint["format"] == "placelab.checkpoint" and checkpoint["version"] == 1
+    assert checkpoint["policy"] == "hdp" and checkpoint["step"] == 4
+
+    text = train("--steps", "2").stdout
+    for word in ("hdp", "best", "reference", "speedup", "random_dag:ops=12,width=3,seed=5 on v100-nvlink-2"):
+        assert word in text
+
+
+def test_resume_continues_the_run_exactly(tmp_path):
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    train("--steps", "6", "--checkpoint", str(straight), "--checkpoint-every", "2")
+    train("--steps", "3", "--checkpoint", str(resumed))
+    # --resume takes the policy and options from the checkpoint when left out.
+    placelab("train", "--graphs", GRAPHS, "--cluster", CLUSTER, "--steps", "6", "--checkpoint", str(resumed), "--resume")
+    assert log_without_wall(resumed / "log.jsonl") == log_without_wall(straight / "log.jsonl")
+    a = json.loads((straight / "checkpoint.json").read_text())
+    b = json.loads((resumed / "checkpoint.json").read_text())
+    assert a["step"] == b["step"] == 6 and a["learner"] == b["learner"]
+    assert a["trainer"]["tasks"] == b["trainer"]["tasks"]
+
+
+def test_learned_placer_through_place(tmp_path):
+    doc = json.loads(placelab("place", "--graph", "random_dag:ops=16,width=4,seed=2", "--cluster", CLUSTER,
+                              "--placer", "hdp", "--options", json.dumps({"steps": 3, **OPTIONS}), "--json").stdout)
+    assert doc["info"]["policy"] == "hdp" and doc["info"]["steps"] == 3 and doc["info"]["start"] == "scratch"
+    assert doc["step_time_s"] == doc["info"]["cost_s"] and not doc["oom"]
+    # From a checkpoint the placer places zero-shot by default.
+    train("--steps", "2", "--checkpoint", str(tmp_path / "run"))
+    doc = json.loads(placelab("place", "--graph", "random_dag:ops=16,width=4,seed=2", "--cluster", CLUSTER,
+                              "--placer", "hdp", "--options", json.dumps({"checkpoint": str(tmp_path / "run")}),
+                              "--json").stdout)
+    assert doc["info"]["steps"] == 0 and doc["info"]["start"].endswith("checkpoint.json")
+    # gdp with no checkpoint starts from the embedded pre-trained policy and places zero-shot.
+    doc = json.loads(placelab("place", "--graph", "random_dag:ops=16,width=4,seed=2", "--cluster", CLUSTER,
+                              "--placer", "gdp", "--json").stdout)
+    assert doc["info"]["start"] == "pretrained" and doc["info"]["steps"] == 0
+    bad = placelab("place", "--graph", "random_dag:ops=16", "--placer", "placeto", "--options",
+                   json.dumps({"checkpoint": str(tmp_path / "run")}), check=False)
+    assert bad.returncode == 1 and "policy hdp, not placeto" in bad.stderr
+
+
+def test_train_errors_name_the_fix(tmp_path):
+    def error(*args):
+        proc = placelab("train", *args, check=False)
+        assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+        return proc.stderr
+
+    assert "unknown learned policy \"nope\"" in error("--graphs", "random_dag:ops=8", "--policy", "nope")
+    assert "hdp" in error("--graphs", "random_dag:ops=8", "--policy", "nope")
+    assert "--policy is required" in error("--graphs", "random_dag:ops=8")
+    assert "--graphs is required" in error("--policy", "hdp")
+    assert "names no graph" in error("--graphs", ",", "--policy", "hdp")
+    assert "--resume needs --checkpoint" in error("--graphs", "random_dag:ops=8", "--policy", "hdp", "--resume")
+    assert "no checkpoint there" in error("--graphs", "random_dag:ops=8", "--policy", "hdp", "--resume",
+                                          "--checkpoint", str(tmp_path / "none"))
+    assert "not valid JSON" in error("--graphs", "random_dag:ops=8", "--policy", "hdp", "--options", "{x")
+    assert "bogus" in error("--graphs", "random_dag:ops=8", "--policy", "hdp", "--options", '{"bogus": 1}')
+    assert "step_time, throughput" in error("--graphs", "random_dag:ops=8", "--policy", "hdp", "--options",
+                                            '{"reward": {"objective": "fast"}}')
+    assert "must be >= 0" in error("--graphs", "random_dag:ops=8", "--policy", "hdp", "--minutes", "-1")
+
+    run = tmp_path / "run"
+    train("--steps", "1", "--checkpoint", str(run))
+    assert "--resume" in error("--graphs", GRAPHS, "--cluster", CLUSTER, *POLICY, "--checkpoint", str(run))
+    assert "same graphs" in error("--graphs", "random_dag:ops=8", "--cluster", CLUSTER, "--checkpoint", str(run),
+                                  "--resume", "--steps", "2")
+    checkpoint = run / "checkpoint.json"
+    checkpoint.write_text(checkpoint.read_text()[:100])
+    message = error("--graphs", GRAPHS, "--cluster", CLUSTER, "--checkpoint", str(run), "--resume")
+    assert str(checkpoint) in message and "truncated" in message

@@ -1,0 +1,68 @@
+# Training from Python: placelab.train with a per-step callback (live curves), early stop, checkpoints
+# that resume the same run, placing with a trained checkpoint, and bad input as ValueError.
+import json
+
+import numpy as np
+import pytest
+
+import placelab
+
+POLICY = "gdp"
+
+
+@pytest.fixture(scope="module")
+def task():
+    graph = placelab.make_model("random_dag", {"ops": 24, "seed": 5})
+    return graph, placelab.make_preset("v100-nvlink-2")
+
+
+def small(steps):
+    return dict(steps=steps, seed=3, options={"rollouts": 4})
+
+
+def test_callback_sees_every_step_and_can_stop(task):
+    seen = []
+    summary = placelab.train(POLICY, [task], on_step=lambda e: seen.append(e), **small(3))
+    assert [e["step"] for e in seen] == [0, 1, 2] or [e["step"] for e in seen] == [1, 2, 3]
+    assert {"reward", "best_cost_s", "wall_s"} <= set(seen[0])
+    assert summary["steps"] == 3 and len(summary["best_placement"]) == 1
+    placement = summary["best_placement"][0]
+    assert placement.dtype == np.int32 and len(placement) == task[0].num_ops
+    sim = placelab.Simulator(*task)
+    assert sim.simulate(placement)["step_time_s"] == pytest.approx(summary["best_cost_s"][0], rel=1e-12)
+
+    stopped = placelab.train(POLICY, [task], on_step=lambda e: False, **small(5))
+    assert stopped["steps"] == 1
+
+
+def test_checkpoint_resume_continues_the_same_run(task, tmp_path):
+    straight = placelab.train(POLICY, [task], **small(4))
+    placelab.train(POLICY, [task], checkpoint=str(tmp_path), checkpoint_every=1, **small(2))
+    header = placelab.read_checkpoint(str(tmp_path))
+    assert header["policy"] == POLICY and header["step"] == 2
+    resumed = placelab.train(POLICY, [task], checkpoint=str(tmp_path), resume=True, **small(4))
+    assert resumed["steps"] == 4
+    assert resumed["best_cost_s"] == straight["best_cost_s"]
+    log = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert len(log) == 4
+
+    sim = placelab.Simulator(*task)
+    placement, info = placelab.place(sim, POLICY, {"checkpoint": str(tmp_path), "steps": 0})
+    sim.check_placement(placement)
+
+
+def test_bad_input_is_a_value_error(task):
+    with pytest.raises(ValueError, match="unknown learned policy"):
+        placelab.train("no_such_policy", [task], steps=1)
+    with pytest.raises(ValueError, match="tuple"):
+        placelab.train(POLICY, [task[0]], steps=1)
+    with pytest.raises(ValueError, match="at least one"):
+        placelab.train(POLICY, [], steps=1)
+    with pytest.raises(ValueError, match="callable"):
+        placelab.train(POLICY, [task], steps=1, on_step=3)
+    def explode(entry):
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="on_step callback raised.*boom"):
+        placelab.train(POLICY, [task], steps=2, on_step=explode)
+    assert POLICY in dict(placelab.learners())

@@ -1,0 +1,283 @@
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <random>
+
+#include "graphs/error.h"
+#include "sim/placement.h"
+#include "sim/replay/calibrate.h"
+#include "sim/replay/cpu/executor.h"
+#include "sim/replay/cpu/kernels.h"
+#include "sim/replay/cuda/executor.h"
+#include "sim/replay/executor.h"
+#include "sim/replay/plan.h"
+#include "test_util.h"
+
+using namespace placelab;
+using namespace placelab::sim;
+using namespace placelab::sim::replay;
+using Catch::Matchers::Contains;
+
+namespace {
+
+// Two devices of 1 GFLOP/s and 1 GB/s joined by a link: the random DAGs' ops (0.1-10 FLOPs) are tiny.
+Cluster two_devices() {
+  ClusterSpec spec{.name = "pair"};
+  for (const char* name : {"d0", "d1"})
+    spec.devices.push_back({.name = name, .kind = "cpu", .peak_flops_per_s = 1e9, .memory_bandwidth_bytes_per_s = 1e9,
+                            .memory_bytes = 1e12, .launch_overhead_s = 1e-6});
+  spec.links.push_back(testing::link("l", "d0", "d1", 1e9, 1e-6));
+  return Cluster(std::move(spec));
+}
+
+std::vector<int32_t> seeded_placement(const Simulator& sim, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  return random_placement(sim, rng);
+}
+
+ReplayOptions fast_options() {
+  return ReplayOptions{.warmup = 0, .repeats = 2, .threads_per_device = 1, .pin_threads = false, .arena_bytes = 1 << 16};
+}
+
+// Every op starts after its dependencies and its device's previous op ended; every transfer after its producer.
+void check_order(const ReplayPlan& plan, const ReplayResult& r) {
+  REQUIRE(r.op_start_s.size() == plan.ops.size());
+  REQUIRE(r.transfer_start_s.size() == plan.transfers.size());
+  for (size_t i = 0; i < plan.ops.size(); ++i) {
+    INFO("op " << plan.ops[i].name);
+    CHECK(r.op_start_s[i] <= r.op_end_s[i]);
+    for (int32_t q : plan.ops[i].after_ops) CHECK(r.op_start_s[i] >= r.op_end_s[q]);
+    for (int32_t t : plan.ops[i].after_transfers) CHECK(r.op_start_s[i] >= r.transfer_end_s[t]);
+  }
+  for (const PlanDevice& d : plan.devices)
+    for (size_t k = 1; k < d.ops.size(); ++k) CHECK(r.op_start_s[d.ops[k]] >= r.op_end_s[d.ops[k - 1]]);
+  for (size_t t = 0; t < plan.transfers.size(); ++t)
+    CHECK(r.transfer_start_s[t] >= r.op_end_s[plan.transfers[t].producer]);
+}
+
+}  // namespace
+
+TEST_CASE("sim::replay::export_plan: the plan follows the simulated schedule", "[replay]") {
+  const graphs::Graph g = testing::random_dag(40, 3);
+  const Cluster c = two_devices();
+  const Simulator sim(g, c);
+  const std::vector<int32_t> place = seeded_placement(sim, 5);
+  const ReplayPlan plan = export_plan(sim, place);
+
+  CHECK(plan.predicted_step_s == sim.simulate(place).step_time_s);
+  REQUIRE(plan.ops.size() == static_cast<size_t>(g.num_ops()));
+  REQUIRE(plan.devices.size() == 2);
+  CHECK(plan.devices[0].ops.size() + plan.devices[1].ops.size() == plan.ops.size());
+  for (const PlanDevice& d : plan.devices)
+    for (size_t k = 1; k < d.ops.size(); ++k)
+      CHECK(plan.ops[d.ops[k]].predicted_start_s >= plan.ops[d.ops[k - 1]].predicted_end_s);
+  int32_t crossing = 0;
+  for (graphs::EdgeId e = 0; e < g.num_edges(); ++e) {
+    const PlanOp& consumer = plan.ops[g.edge_dst(e)];
+    const graphs::OpId producer = g.edge_src(e);
+    if (place[producer] == consumer.device || g.edge_bytes(e) <= 0) {
+      CHECK(std::count(consumer.after_ops.begin(), consumer.after_ops.end(), producer) == 1);
+      continue;
+    }
+    ++crossing;
+    bool found = false;
+    for (int32_t t : consumer.after_transfers) {
+      const PlanTransfer& x = plan.transfers[t];
+      if (x.producer != producer) continue;
+      found = true;
+      CHECK(x.dst == consumer.device);
+      CHECK(x.bytes >= g.edge_bytes(e));
+      CHECK(x.predicted_start_s >= plan.ops[producer].predicted_end_s);
+      CHECK(consumer.predicted_start_s >= x.predicted_end_s);
+    }
+    CHECK(found);
+  }
+  CHECK(crossing > 0);  // the test means something only with transfers
+}
+
+TEST_CASE("sim::replay::export_plan: kernels follow the roofline bound on the device", "[replay]") {
+  graphs::GraphBuilder b("kinds");
+  b.add_op({.name = "gemm", .type = "MatMul", .flops = 1e6, .bytes_read = 1e3});
+  b.add_op({.name = "copy", .type = "Add", .flops = 10, .bytes_read = 1e6, .bytes_written = 1e6});
+  b.add_op({.name = "nothing", .type = "Control"});
+  b.add_edge(0, 1, 100);
+  b.add_edge(1, 2, 0);
+  const graphs::Graph g = std::move(b).build();
+  const Cluster c = two_devices();
+  const Simulator sim(g, c);
+  const ReplayPlan plan = export_plan(sim, std::vector<int32_t>{0, 1, 0});
+  CHECK(plan.ops[0].kernel == KernelKind::compute);
+  CHECK(plan.ops[1].kernel == KernelKind::memory);
+  CHECK(plan.ops[1].bytes == 2e6);
+  CHECK(plan.ops[2].kernel == KernelKind::none);
+  CHECK(plan.ops[2].after_ops == std::vector<int32_t>{1});  // a control edge across devices: no transfer
+  REQUIRE(plan.transfers.size() == 1);
+  CHECK(plan.ops[1].after_transfers == std::vector<int32_t>{0});
+}
+
+TEST_CASE("sim::replay::plan: round-trips through JSON and a file exactly", "[replay]") {
+  const graphs::Graph g = testing::random_dag(25, 8);
+  const Cluster c = two_devices();
+  const Simulator sim(g, c);
+  const ReplayPlan plan = export_plan(sim, seeded_placement(sim, 2));
+  CHECK(plan_from_json(plan_to_json(plan), "<mem>") == plan);
+  const auto path = std::filesystem::temp_directory_path() / "placelab_replay_test_plan.json";
+  write_plan(plan, path.string());
+  CHECK(read_plan(path.string()) == plan);
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("sim::replay::plan: strict reading names the place at fault", "[replay]") {
+  const graphs::Graph g = testing::random_dag(10, 4);
+  const Cluster c = two_devices();
+  const Simulator sim(g, c);
+  const nlohmann::json good = plan_to_json(export_plan(sim, std::vector<int32_t>(10, 0)));
+
+  nlohmann::json doc = good;
+  doc["ops"][3]["flop"] = 1;
+  CHECK_THROWS_WITH(plan_from_json(doc, "p.json"), Contains("p.json: ops[3]") && Contains("unknown field \"flop\""));
+  doc = good;
+  doc["version"] = 2;
+  CHECK_THROWS_WITH(plan_from_json(doc, "p.json"), Contains("supported: 1"));
+  doc = good;
+  doc["ops"][0]["kernel"] = "fft";
+  CHECK_THROWS_WITH(plan_from_json(doc, "p.json"), Contains("ops[0].kernel") && Contains("\"compute\""));
+  doc = good;
+  doc["ops"][2]["device"] = 7;
+  CHECK_THROWS_WITH(plan_from_json(doc, "p.json"), Contains("is on device 7"));
+  doc = good;
+  doc["devices"][0]["ops"].erase(doc["devices"][0]["ops"].size() - 1);
+  CHECK_THROWS_WITH(plan_from_json(doc, "p.json"), Contains("not in device \"d0\"'s op list"));
+
+  // Op 1 waits for op 0, but device d0 is told to run op 1 first: the plan could never finish.
+  ReplayPlan cyclic = plan_from_json(good, "p.json");
+  cyclic.ops[1].after_ops = {0};
+  std::vector<int32_t>& order = cyclic.devices[0].ops;
+  std::iter_swap(std::find(order.begin(), order.end(), 0), std::find(order.begin(), order.end(), 1));
+  CHECK_THROWS_WITH(validate_plan(cyclic, "p.json"), Contains("can never start"));
+}
+
+TEST_CASE("sim::replay::cpu: ops run after their dependencies and each device in order", "[replay]") {
+  const graphs::Graph g = testing::random_dag(30, 11);
+  const Cluster c = two_devices();
+  const Simulator sim(g, c);
+  const ReplayPlan plan = export_plan(sim, seeded_placement(sim, 3));
+  REQUIRE(!plan.transfers.empty());
+  ReplayOptions options = fast_options();
+  SECTION("the producer copies") { options.copy_threads = false; }
+  SECTION("a copy thread per device pair") { options.copy_threads = true; }
+  const ReplayResult r = cpu::replay(plan, options);
+  CHECK(r.backend == "cpu");
+  REQUIRE(r.step_times_s.size() == 2);
+  CHECK(std::count(r.step_times_s.begin(), r.step_times_s.end(), r.step_time_s) >= 1);
+  CHECK(r.step_time_s > 0);
+  check_order(plan, r);
+  double copied = 0;
+  for (const PlanTransfer& x : plan.transfers) copied += 4 * std::max(1.0, std::round(x.bytes / 4));
+  CHECK(r.bytes_copied == copied);
+  CHECK(r.flops_done > 0);
+}
+
+TEST_CASE("sim::replay::cpu: kernels compute real values", "[replay]") {
+  for (double flops : {1e3, 1e5, 1e7, 1e9}) {
+    const cpu::GemmShape s = cpu::gemm_shape(flops);
+    CHECK(s.n <= cpu::kMaxTile);
+    CHECK(std::abs(s.flops() / flops - 1) < 0.05);
+  }
+  CHECK(cpu::gemm_shape(0).reps == 0);
+  CHECK(cpu::stream_elements(8000) == 1000);
+
+  SECTION("GEMM against a naive reference") {
+    cpu::DeviceMemory mem(1 << 16, 2);
+    const cpu::GemmShape s{.n = 5, .k = 7, .reps = 3};
+    double want = 0;
+    for (int64_t i = 0; i < s.n; ++i)
+      for (int64_t j = 0; j < s.n; ++j)
+        for (int64_t p = 0; p < s.k; ++p) want += 3.0 * cpu::pattern(p * s.n + i) * cpu::pattern(j * s.k + p + 5);
+    CHECK(mem.gemm(s) == Approx(want).epsilon(1e-6));
+    // Split over two parts, the sums add up to the whole.
+    CHECK(mem.gemm(s, 0, 2) + mem.gemm(s, 1, 2) == Approx(want).epsilon(1e-6));
+  }
+  SECTION("streaming and copies against references") {
+    cpu::DeviceMemory mem(1 << 16);
+    double want = 0;
+    for (int64_t i = 0; i < 1000; ++i) want += 0.5 * cpu::pattern(i) + 1;
+    CHECK(mem.stream(mem.take(1000), 1000) == Approx(want).epsilon(1e-9));
+    std::vector<float> ring(100, 0.0f);
+    int64_t src = 10, dst = 60;
+    mem.copy_to(ring.data(), 100, &src, &dst, 4 * 150);  // wraps the ring once and a half
+    CHECK(src == 160);
+    CHECK(dst == 10);
+    for (int64_t i = 0; i < 100; ++i) CHECK(ring[(60 + 50 + i) % 100] == cpu::pattern(60 + i));
+  }
+  SECTION("the executor reports the kernels' results") {
+    ReplayPlan plan{.graph = "two", .cluster = "one"};
+    plan.devices.push_back({.name = "cpu0", .kind = "cpu", .ops = {0, 1}});
+    plan.ops.push_back({.name = "mm", .device = 0, .kernel = KernelKind::compute, .flops = 2e4});
+    plan.ops.push_back({.name = "st", .device = 0, .kernel = KernelKind::memory, .bytes = 8000, .after_ops = {0}});
+    const ReplayResult r = cpu::replay(plan, fast_options());
+    cpu::DeviceMemory fresh(1 << 16);
+    const double want = fresh.gemm(cpu::gemm_shape(2e4)) + fresh.stream(fresh.take(1000), 1000);
+    CHECK(r.device_checksum.at(0) == Approx(want).epsilon(1e-9));
+    CHECK(r.flops_done == cpu::gemm_shape(2e4).flops());
+    CHECK(r.bytes_streamed == 8000);
+  }
+}
+
+TEST_CASE("sim::replay::calibrate: the fits recover known models", "[replay]") {
+  const double flops_per_s = 2e10, bandwidth = 8e9, launch_s = 3e-6, link_bw = 4e9, latency_s = 7e-6;
+  std::vector<CalibrationPoint> points{{"launch", 0, launch_s}};
+  for (double f : {1e4, 1e6, 1e8}) points.push_back({"compute", f, f / flops_per_s + launch_s});
+  for (double b : {1e4, 1e6, 1e8}) points.push_back({"memory", b, b / bandwidth + launch_s});
+  for (double b : {1e3, 1e5, 1e7}) points.push_back({"copy", b, latency_s + b / link_bw});
+  const RooflineFit roof = fit_roofline(points);
+  CHECK(roof.flops_per_s == Approx(flops_per_s).epsilon(1e-9));
+  CHECK(roof.bandwidth_bytes_per_s == Approx(bandwidth).epsilon(1e-9));
+  CHECK(roof.launch_s == Approx(launch_s).epsilon(1e-9));
+  CHECK(roof.mape < 1e-9);
+  const LinkFit link = fit_link(points);
+  CHECK(link.bandwidth_bytes_per_s == Approx(link_bw).epsilon(1e-9));
+  CHECK(link.latency_s == Approx(latency_s).epsilon(1e-9));
+  CHECK_THROWS_WITH(fit_roofline(std::vector<CalibrationPoint>{{"compute", 1e4, 1e-6}}), Contains("memory points"));
+}
+
+TEST_CASE("sim::replay::calibrate: a quick calibration gives a valid cluster", "[replay]") {
+  CalibrationOptions options{.devices = 2, .quick = true, .replay = fast_options(), .run_s = 1e-4};
+  options.replay.repeats = 1;
+  const Calibration cal = calibrate("cpu", options);
+  CHECK(cal.points.size() == 10);  // launch, then 3 compute, 3 memory and 3 copy sizes
+  for (const CalibrationPoint& p : cal.points) CHECK(p.time_s > 0);
+  const Cluster cluster = calibrated_cluster(cal);
+  REQUIRE(cluster.num_devices() == 2);
+  CHECK(cluster.device(0).kind == "cpu");
+  CHECK(cluster.device(1).peak_flops_per_s == cal.roofline.flops_per_s);
+  CHECK(cluster.route(0, 1).size() == 1);
+  const nlohmann::json doc = calibration_to_json(cal);
+  CHECK(doc["format"] == "placelab.calibration");
+  CHECK(cluster_to_json(cluster_from_json(doc["cluster"], "<calibration>")) == doc["cluster"]);
+}
+
+TEST_CASE("sim::replay::cuda: a plan runs in dependency order on the GPUs", "[replay][cuda]") {
+  std::string why;
+  if (cuda::device_count(&why) == 0) {
+    WARN("skipped: no CUDA GPU (" << why << ")");
+    CHECK_THROWS_WITH(run_replay(ReplayPlan{}, "cuda"), Contains("cuda"));
+    return;
+  }
+  const graphs::Graph g = testing::random_dag(30, 11);
+  ClusterSpec spec{.name = "gpus"};
+  const int gpus = std::min(cuda::device_count(), 2);
+  for (int d = 0; d < gpus; ++d)
+    spec.devices.push_back({.name = "gpu" + std::to_string(d), .kind = "gpu", .peak_flops_per_s = 1e13,
+                            .memory_bandwidth_bytes_per_s = 1e12, .memory_bytes = 1e10});
+  spec.devices.push_back({.name = "host", .kind = "cpu", .peak_flops_per_s = 1e11, .memory_bandwidth_bytes_per_s = 1e10,
+                          .memory_bytes = 1e10});
+  for (const Device& d : spec.devices) spec.links.push_back(testing::link(d.name + "-pcie", d.name, "pcie", 1e10, 1e-6));
+  const Cluster c(std::move(spec));
+  const Simulator sim(g, c);
+  const ReplayPlan plan = export_plan(sim, seeded_placement(sim, 3));
+  const ReplayResult r = run_replay(plan, "cuda", fast_options());
+  CHECK(r.backend == "cuda");
+  CHECK(r.step_time_s > 0);
+  check_order(plan, r);
+}
