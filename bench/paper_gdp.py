@@ -17,9 +17,9 @@ QUICK = ["rnnlm:layers=2,steps=4,training=1"]
 CLUSTER = "v100-nvlink-{}"
 
 
-def rows_spec(quick: bool) -> list[tuple[str, str, dict]]:
-    steps = 2 if quick else 300
-    fine_tune = 1 if quick else 50
+def rows_spec(quick: bool, steps: int) -> list[tuple[str, str, dict]]:
+    steps = 2 if quick else steps
+    fine_tune = 1 if quick else max(1, steps // 6)
     return [("expert", "human_expert", {}), ("METIS", "metis", {}), ("HEFT", "heft", {}), ("m-SCT", "m_sct", {}),
             ("annealing", "annealing", {"steps": 20 if quick else 2000}),
             ("HDP", "hdp", {"steps": steps}),
@@ -29,14 +29,24 @@ def rows_spec(quick: bool) -> list[tuple[str, str, dict]]:
 
 
 def main(argv=None) -> str:
-    args = paperlib.parse_args(__doc__.splitlines()[0], argv)
-    report = paperlib.Report("gdp", "GDP: the GDP suite on 2, 4 and 8 V100s (simulated step time)", args)
-    spec = rows_spec(args.quick)
+    def extra(parser):
+        parser.add_argument("--models", help="comma-separated subset of the suite's models (by name before ':')")
+        parser.add_argument("--gpus", default="2,4,8", help="GPU counts (default 2,4,8)")
+        parser.add_argument("--steps", type=int, default=300, help="training steps of HDP and GDP-one (GDP-batch "
+                            "fine-tunes for a sixth of them)")
+        parser.add_argument("--name", default="gdp", help="results file stem (default gdp)")
+
+    args = paperlib.parse_args(__doc__.splitlines()[0], argv, extra)
+    report = paperlib.Report(args.name, "GDP: the GDP suite on V100s (simulated step time)", args)
+    spec = rows_spec(args.quick, args.steps)
     columns = [c for c, _, _ in spec]
     times, search, per_model = [], [], {}
-    for model in QUICK if args.quick else SUITE:
+    wanted = None if args.models is None else set(args.models.split(","))
+    models = QUICK if args.quick else [m for m in SUITE if wanted is None or m.split(":")[0] in wanted
+                                       or m.replace(",training=1", "") in wanted]
+    for model in models:
         g = paperlib.graph(model)
-        for gpus in (2,) if args.quick else (2, 4, 8):
+        for gpus in (2,) if args.quick else [int(x) for x in args.gpus.split(",")]:
             sim = placelab.Simulator(g, placelab.make_preset(CLUSTER.format(gpus)))
             results = paperlib.run_placers(sim, spec, args.seed)
             row = {"model": model, "GPUs": gpus}
@@ -51,7 +61,8 @@ def main(argv=None) -> str:
     report.intro = [f"Simulated training-step time on `{CLUSTER.format('N')}` presets (roofline cost model, FIFO "
                     "links). GDP-batch starts from the committed pre-trained checkpoint "
                     "(policy/learned/pretrained/gdp.json) and fine-tunes; GDP zero-shot places without training; "
-                    "GDP-one and HDP train from scratch on each graph."]
+                    f"GDP-one and HDP train from scratch on each graph for {2 if args.quick else args.steps} steps "
+                    "(GDP-batch fine-tunes for a sixth of that)."]
     report.table("Step time", ["model", "GPUs"] + columns, times)
     report.table("Search time (placement wall time, training included)", ["model", "GPUs"] + columns, search)
 

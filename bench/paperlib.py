@@ -21,12 +21,14 @@ sys.path.insert(0, os.path.join(ROOT, "python"))  # the package next to the sour
 import placelab  # noqa: E402
 
 
-def parse_args(description: str, argv=None) -> argparse.Namespace:
-    """--quick (seconds, what the tests run), --out (results folder), --seed."""
+def parse_args(description: str, argv=None, extra=None) -> argparse.Namespace:
+    """--quick (seconds, what the tests run), --out (results folder), --seed; `extra(parser)` adds a script's own."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--quick", action="store_true", help="tiny settings that finish in seconds (tests)")
     parser.add_argument("--out", default=RESULTS, help="folder for the Markdown, CSV and PNG files")
     parser.add_argument("--seed", type=int, default=1, help="seed of every placer (default 1)")
+    if extra:
+        extra(parser)
     return parser.parse_args(argv)
 
 
@@ -153,6 +155,8 @@ def run_placers(simulator, placers: list[tuple[str, str, dict]], seed: int) -> d
 def learned_info(result: dict) -> tuple[str, str]:
     """Training steps and wall time to the best placement, as a learned placer reports them ('-' otherwise)."""
     info = result.get("info", {})
+    if "policy" not in info:  # not a learned placer (annealing's "steps" are not training steps)
+        return "-", "-"
     steps = info.get("best_step", info.get("steps"))
     wall = info.get("train_wall_s", info.get("wall_s"))
     return ("-" if steps is None else str(steps)), ("-" if wall is None else fmt_s(float(wall)))
