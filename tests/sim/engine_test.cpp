@@ -77,13 +77,7 @@ TEST_CASE("sim::Simulator: chain on one device, with launch overhead and gap", "
 }
 
 TEST_CASE("sim::Simulator: fork over two devices pays latency plus bytes over bandwidth", "[sim][golden]") {
-  graphs::GraphBuilder b("fork");
-  b.add_op(op("a", 1, 100));
-  b.add_op(op("b", 2));
-  b.add_op(op("c", 3));
-  b.add_edge(0, 1, 100);
-  b.add_edge(0, 2, 100);
-  graphs::Graph g = std::move(b).build();
+  graphs::Graph g = fork_graph();
   Cluster c = pair_cluster(100, 0.5);  // 100 bytes in 1 s after 0.5 s latency
   Simulator sim(g, c);
   Recorder rec(g);

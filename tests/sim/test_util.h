@@ -49,6 +49,17 @@ inline graphs::Graph random_dag(int n, uint64_t seed) {
   return std::move(b).build();
 }
 
+/** a (1 FLOP, 100 output bytes) feeding b (2) and c (3) over 100-byte edges: the golden fork. */
+inline graphs::Graph fork_graph() {
+  graphs::GraphBuilder b("fork");
+  b.add_op(op("a", 1, 100));
+  b.add_op(op("b", 2));
+  b.add_op(op("c", 3));
+  b.add_edge(0, 1, 100);
+  b.add_edge(0, 2, 100);
+  return std::move(b).build();
+}
+
 /**
  * The Placeto-preset example of the golden tests: a (10 us, 76000 bytes out) feeds b (20 us), c (30 us) and
  * d (5 us, 76000 bytes out), d feeds e (1 us); times are measured for kind "k80", the placeto preset's.

@@ -32,13 +32,7 @@ void check_golden(const std::string& name, const std::string& text) {
 }  // namespace
 
 TEST_CASE("sim::TraceRecorder: golden trace of a fork over two devices", "[sim][golden]") {
-  graphs::GraphBuilder b("fork");
-  b.add_op(op("a", 1, 100));
-  b.add_op(op("b", 2));
-  b.add_op(op("c", 3));
-  b.add_edge(0, 1, 100);
-  b.add_edge(0, 2, 100);
-  graphs::Graph g = std::move(b).build();
+  graphs::Graph g = fork_graph();
   Cluster c(ClusterSpec{.name = "pair",
                         .devices = {unit_device("d0"), unit_device("d1")},
                         .links = {link("l01", "d0", "d1", 100, 0.5)}});
