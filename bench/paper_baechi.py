@@ -29,7 +29,7 @@ def main(argv=None) -> str:
     args = paperlib.parse_args(__doc__.splitlines()[0], argv)
     report = paperlib.Report("baechi", "Baechi: memory-constrained list placers against expert and learned ones",
                              args)
-    steps = 2 if args.quick else 200
+    steps = paperlib.training_steps(args, 200)
     rows_spec = [("m-TOPO", "m_topo", {}), ("m-ETF", "m_etf", {}), ("m-SCT", "m_sct", {}),
                  ("HEFT", "heft", {}), ("expert", "human_expert", {}), ("single GPU", "single_device", {})]
     rows_spec += [(name, name, {"steps": steps}) for name in ("hdp", "placeto", "gdp")]

@@ -38,22 +38,26 @@ def readme_values() -> dict[str, dict[str, float]]:
     return out
 
 
-def placers(quick: bool) -> list[tuple[str, str, dict]]:
+def placers(args) -> list[tuple[str, str, dict]]:
     """(column, placer, options): the paper's rows, then ours."""
+    quick = args.quick
     rows = [("DP", "dp", {}),
-            ("MILP", "milp", {"time_limit_s": 1 if quick else 120}),
+            ("MILP", "milp", {"time_limit_s": 1 if quick else args.milp_limit}),
             ("PipeDream", "pipedream", {}),
             ("Scotch", "scotch", {}),
             ("local search", "local_search", {"restarts": 2 if quick else 20}),
             ("one accelerator", "single_device", {})]
-    steps = 2 if quick else 300
+    steps = paperlib.training_steps(args, 300)
     rows += [(name, name, {"steps": steps, "reward": {"objective": "throughput"}}) for name in LEARNED
              if paperlib.registered(name)]
     return rows
 
 
 def main(argv=None) -> str:
-    args = paperlib.parse_args(__doc__.splitlines()[0], argv)
+    def extra(parser):
+        parser.add_argument("--milp-limit", type=float, default=120, help="MILP time limit in seconds (default 120)")
+
+    args = paperlib.parse_args(__doc__.splitlines()[0], argv, extra)
     report = paperlib.Report("tarnawski", "Tarnawski et al. 2020: optimal pipelined placement on the msr inputs", args)
     reference = readme_values()
     values, times = [], []
@@ -62,7 +66,7 @@ def main(argv=None) -> str:
         instance = placelab.read_msr(os.path.join(DATA, "throughput-inputs", name + ".json"))
         sim = placelab.Simulator(instance.graph, placelab.msr_cluster(instance))
         row, trow = {"instance": name}, {"instance": name}
-        for column, placer, options in placers(args.quick):
+        for column, placer, options in placers(args):
             r = paperlib.place(sim, placer, options, args.seed)
             row[column] = f"{r['max_load_s'] * 1e3:.4g}"
             trow[column] = paperlib.fmt_s(r["place_s"])
@@ -79,7 +83,7 @@ def main(argv=None) -> str:
         row["DP vs README"] = fmt_pct(100 * (dp_ms / ref["dp"] - 1)) if "dp" in ref else "-"
         values.append(row)
         times.append(trow)
-    columns = [c for c, _, _ in placers(args.quick)]
+    columns = [c for c, _, _ in placers(args)]
     report.intro = [
         "Max-load in ms (the paper's objective: the busiest device's compute plus communication per sample), "
         "evaluated by `sim::max_load` on each placer's split of the instance on `msr_cluster(instance)`. "

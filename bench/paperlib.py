@@ -27,9 +27,15 @@ def parse_args(description: str, argv=None, extra=None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="tiny settings that finish in seconds (tests)")
     parser.add_argument("--out", default=RESULTS, help="folder for the Markdown, CSV and PNG files")
     parser.add_argument("--seed", type=int, default=1, help="seed of every placer (default 1)")
+    parser.add_argument("--steps", type=int, help="training steps of the learned placers (default: the script's)")
     if extra:
         extra(parser)
     return parser.parse_args(argv)
+
+
+def training_steps(args: argparse.Namespace, full: int) -> int:
+    """Learned placers' training steps: 2 in quick mode, else --steps or the script's full-mode default."""
+    return 2 if args.quick else (args.steps if args.steps is not None else full)
 
 
 def place(simulator, placer: str, options: dict | None = None, seed: int = 1) -> dict:
@@ -38,6 +44,9 @@ def place(simulator, placer: str, options: dict | None = None, seed: int = 1) ->
     placement, info = placelab.place(simulator, placer, options or {}, seed)
     wall_s = time.perf_counter() - start
     result = simulator.simulate(placement)
+    # Progress for the long full runs (stderr, so the printed results path stays the only stdout line).
+    print(f"  {simulator.graph.name} on {simulator.cluster.name}: {placer} {fmt_s(result['step_time_s'])} "
+          f"in {fmt_s(wall_s)}", file=sys.stderr, flush=True)
     return {"placer": placer, "placement": placement, "info": info, "place_s": wall_s,
             "step_time_s": result["step_time_s"], "oom": bool(result["oom"]),
             "max_load_s": simulator.max_load(placement)["max_load_s"]}

@@ -32,9 +32,34 @@ constexpr int kMoveFeatures = kPairFeatures + 4;
 constexpr double kMaxMemoryRatio = 4;
 // Tasks whose derived structures are cached (a trainer cycles a small family).
 constexpr size_t kMaxCachedTasks = 64;
+// embed_every = 0 (auto) spreads this many GNN passes over an episode: recomputing before every move makes
+// an episode's tape grow as U^2 (a 2,783-unit NMT graph needed > 24 GB at 4 episodes).
+constexpr int64_t kAutoEmbeddings = 64;
+// A training step whose estimated tape exceeds this fails up front with the option that shrinks it.
+constexpr double kMaxTapeBytes = 16.0 * (1ull << 30);
 
 [[noreturn]] void fail_option(std::string_view key, const nlohmann::json& value, std::string_view expected) {
   throw Error(fmt::format("placeto options: \"{}\" is {}, expected {}", key, value.dump(), expected));
+}
+
+// Moves between two GNN passes of an episode of `moves` moves.
+int64_t embed_interval(const PlacetoOptions& o, int64_t moves) {
+  return o.embed_every > 0 ? o.embed_every : std::max<int64_t>(1, (moves + kAutoEmbeddings - 1) / kAutoEmbeddings);
+}
+
+// Throws before a training step whose tape would not fit: each GNN pass records about (3 + 5 rounds)
+// [U, H] float tensors, and all of a step's episodes stay on the tape until the backward pass.
+void check_tape_size(const PlacetoOptions& o, int64_t units, int64_t moves, const std::string& task) {
+  const int64_t passes = (moves + embed_interval(o, moves) - 1) / embed_interval(o, moves);
+  const double bytes = static_cast<double>(o.episodes) * static_cast<double>(passes) * static_cast<double>(units) *
+                       static_cast<double>(o.hidden) * static_cast<double>(3 + 5 * o.rounds) * sizeof(float);
+  if (bytes > kMaxTapeBytes)
+    throw Error(fmt::format("placeto: a training step on \"{}\" ({} units, {} GNN passes per episode, {} episodes) "
+                            "would record about {:.0f} GiB of autodiff tape; set \"embed_every\" to {} or more "
+                            "(or 0, automatic), or lower \"episodes\"",
+                            task, units, passes, o.episodes, bytes / (1ull << 30),
+                            static_cast<int64_t>(std::ceil(static_cast<double>(moves) * bytes / kMaxTapeBytes /
+                                                           static_cast<double>(passes)))));
 }
 
 }  // namespace
@@ -53,7 +78,8 @@ PlacetoOptions placeto_options_from_json(const nlohmann::json& options) {
   o.type_dim = positive("type_dim", o.type_dim);
   o.rounds = policy::option_int("placeto", options, "rounds", o.rounds);
   o.episodes = positive("episodes", o.episodes);
-  o.embed_every = positive("embed_every", o.embed_every);
+  o.embed_every = policy::option_int("placeto", options, "embed_every", o.embed_every);
+  if (o.embed_every < 0) fail_option("embed_every", options.at("embed_every"), "an integer >= 0 (0: automatic)");
   o.lr = policy::option_number("placeto", options, "lr", o.lr);
   o.gamma = policy::option_number("placeto", options, "gamma", o.gamma);
   if (o.gamma > 1) fail_option("gamma", options.at("gamma"), "a number in [0, 1]");
@@ -315,12 +341,13 @@ PlacetoEpisode PlacetoLearner::run_episode(const rl::Task& task, std::vector<int
   };
 
   const int32_t steps = static_cast<int32_t>(data.movable.size());
+  const int64_t every = embed_interval(options_, steps);
   std::vector<Tensor> logits_rows;
   if (step_mask) step_mask->resize(steps, devices);
   Embedded e;
   for (int32_t t = 0; t < steps; ++t) {
     const int32_t c = data.movable[t];
-    if (t % options_.embed_every == 0) e = embed(c);
+    if (t % every == 0) e = embed(c);
     const Tensor logits = logits_of(e, c);
     const ad::Mask allowed_row = p.allowed().row(c);
     const int32_t d = rng ? rl::sample_rows(logits.value(), &allowed_row, *rng).choice[0]
@@ -380,6 +407,7 @@ std::vector<int32_t> PlacetoLearner::place(const rl::Task& task) {
 rl::StepStats PlacetoLearner::train_step(const rl::Task& task, int64_t /*step*/) {
   const TaskData& data = task_data(task);
   const size_t steps = data.movable.size();
+  check_tape_size(options_, task.problem->num_units(), static_cast<int64_t>(steps), task.name);
   std::vector<double>& baseline = baseline_[task.name];
   std::vector<int64_t>& count = baseline_count_[task.name];
   baseline.resize(steps, 0.0);

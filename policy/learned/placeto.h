@@ -29,7 +29,8 @@ struct PlacetoOptions {
   int64_t type_dim = 8;         // op-type embedding width
   int64_t rounds = 3;           // message-passing rounds (each one a down pass and an up pass)
   int64_t episodes = 4;         // episodes per training step
-  int64_t embed_every = 1;      // recompute the graph embedding every this many moves
+  int64_t embed_every = 0;      // recompute the graph embedding every this many moves (0: about 64 times
+                                // an episode, every move on graphs of up to 64 movable units)
   double lr = 1e-2;             // Adam learning rate
   double gamma = 0.9;           // discount of the per-step returns
   double baseline_decay = 0.9;  // weight of the old value in the per-step-index moving baselines

@@ -181,9 +181,27 @@ TEST_CASE("learned::Placeto: options are checked and round-trip", "[policy][plac
   REQUIRE_THROWS_WITH(learned::make_placeto_learner({{"episodes", 0}}, 1), Catch::Contains("episodes"));
   REQUIRE_THROWS_WITH(learned::make_placeto_learner({{"gamma", 1.5}}, 1), Catch::Contains("gamma"));
   REQUIRE_THROWS_WITH(learned::make_placeto_learner({{"initial", "zeros"}}, 1), Catch::Contains("initial"));
+  REQUIRE_THROWS_WITH(learned::make_placeto_learner({{"embed_every", -1}}, 1), Catch::Contains("embed_every"));
   const auto learner = learned::make_placeto_learner({{"hidden", 16}, {"initial", "single"}}, 1);
   REQUIRE(learner->name() == "placeto");
   REQUIRE(learner->options()["hidden"] == 16);
   REQUIRE(learned::make_placeto_learner(learner->options(), 1)->options() == learner->options());
   REQUIRE(rl::make_learner("placeto", nlohmann::json::object(), 1)->name() == "placeto");
+}
+
+TEST_CASE("learned::Placeto: a step whose tape would not fit fails up front, naming the fix", "[policy][placeto]") {
+  // 300 units re-embedded before every move, 64 episodes of width 512: hundreds of GiB of tape.
+  const rl::Task task = task_of(dag(2, 300), "v100-pcie-4");
+  learned::PlacetoLearner every_move = make(1, {{"embed_every", 1}, {"hidden", 512}, {"episodes", 64}});
+  REQUIRE_THROWS_WITH(every_move.train_step(task, 0),
+                      Catch::Contains("GiB of autodiff tape") && Catch::Contains("\"embed_every\""));
+  // The automatic interval (64 passes per episode) keeps a step of the default sizes small, and on
+  // graphs of at most 64 movable units it re-embeds before every move as the paper does: same training.
+  learned::PlacetoLearner automatic = make(1);
+  REQUIRE(automatic.options()["embed_every"] == 0);
+  REQUIRE_NOTHROW(automatic.train_step(task, 0));
+  const rl::Task small = task_of(dag(3), "v100-pcie-4");
+  learned::PlacetoLearner a = make(5), b = make(5, {{"embed_every", 1}});
+  for (int64_t step = 0; step < 2; ++step) REQUIRE(a.train_step(small, step).loss == b.train_step(small, step).loss);
+  REQUIRE(a.place(small) == b.place(small));
 }
