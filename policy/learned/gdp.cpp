@@ -13,6 +13,7 @@
 #include "graphs/error.h"
 #include "graphs/json_util.h"
 #include "policy/classic/units.h"
+#include "policy/placer.h"
 #include "policy/rl/pg.h"
 
 namespace placelab::learned {
@@ -52,6 +53,20 @@ bool bool_option(const nlohmann::json& options, std::string_view key, bool fallb
   return it->get<bool>();
 }
 
+// The placer names of options.warm_start ("heft,metis" -> {"heft", "metis"}; blanks ignored).
+std::vector<std::string> warm_start_placers(const GdpOptions& o) {
+  std::vector<std::string> names;
+  size_t begin = 0;
+  while (begin <= o.warm_start.size()) {
+    const size_t end = std::min(o.warm_start.find(',', begin), o.warm_start.size());
+    std::string name = o.warm_start.substr(begin, end - begin);
+    std::erase(name, ' ');
+    if (!name.empty()) names.push_back(std::move(name));
+    begin = end + 1;
+  }
+  return names;
+}
+
 // [U*D, 1] pair scores (row u*D + d) -> [U, D]: one gather per device column (D is small).
 Tensor pairs_to_matrix(const Tensor& scores, Index units, Index devices) {
   if (devices == 1) return scores;
@@ -84,7 +99,7 @@ GdpOptions gdp_options_from_json(const nlohmann::json& options) {
   policy::check_options(kName, options,
                         {"hidden", "sage_layers", "aggregator", "segment", "attention_layers", "heads", "ff",
                          "head_hidden", "superposition", "rollouts", "ppo_epochs", "clip", "entropy", "value_coef",
-                         "lr", "max_grad_norm"});
+                         "lr", "max_grad_norm", "warm_start", "warm_steps"});
   GdpOptions o;
   o.hidden = positive_option(options, "hidden", o.hidden);
   o.sage_layers = policy::option_int(kName, options, "sage_layers", o.sage_layers);
@@ -102,6 +117,23 @@ GdpOptions gdp_options_from_json(const nlohmann::json& options) {
   o.value_coef = policy::option_number(kName, options, "value_coef", o.value_coef);
   o.lr = policy::option_number(kName, options, "lr", o.lr);
   o.max_grad_norm = policy::option_number(kName, options, "max_grad_norm", o.max_grad_norm);
+  o.warm_steps = policy::option_int(kName, options, "warm_steps", o.warm_steps);
+  if (o.warm_steps < 0) throw Error("placer gdp options: \"warm_steps\" is negative, expected 0 or more");
+  if (auto it = options.find("warm_start"); it != options.end()) {
+    if (!it->is_string()) {
+      throw Error(fmt::format("placer gdp options: \"warm_start\" is {}, expected a string of comma-separated "
+                              "placer names such as \"heft,metis\"", it->dump()));
+    }
+    o.warm_start = it->get<std::string>();
+  }
+  for (const std::string& name : warm_start_placers(o)) {
+    policy::make_placer(name);  // throws listing the known placers
+    if (std::any_of(rl::learners().begin(), rl::learners().end(), [&](const auto& l) { return l.name == name; }))
+      throw Error(fmt::format("placer gdp options: \"warm_start\" names the learned placer \"{}\"; use classical "
+                              "ones such as \"heft,metis\"", name));
+  }
+  if (o.warm_steps > 0 && warm_start_placers(o).empty())
+    throw Error("placer gdp options: \"warm_steps\" > 0 needs at least one placer in \"warm_start\"");
   if (o.hidden % o.heads != 0) {
     throw Error(
         fmt::format("placer gdp options: \"hidden\" ({}) must be a multiple of \"heads\" ({})", o.hidden, o.heads));
@@ -125,7 +157,9 @@ nlohmann::json to_json(const GdpOptions& o) {
           {"entropy", o.entropy},
           {"value_coef", o.value_coef},
           {"lr", o.lr},
-          {"max_grad_norm", o.max_grad_norm}};
+          {"max_grad_norm", o.max_grad_norm},
+          {"warm_start", o.warm_start},
+          {"warm_steps", o.warm_steps}};
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -239,7 +273,50 @@ GdpLearner::GdpLearner(const GdpOptions& options, uint64_t seed)
       network_(options_, rng_),
       adam_(nn::tensors_of(network_.params()), adam_options(options_)) {}
 
-rl::StepStats GdpLearner::train_step(const rl::Task& task, int64_t /*step*/) {
+const std::vector<int32_t>& GdpLearner::warm_target(const rl::Task& task) {
+  if (auto it = warm_targets_.find(task.name); it != warm_targets_.end()) return it->second;
+  const Problem& problem = *task.problem;
+  std::vector<std::vector<int32_t>> candidates;
+  for (const std::string& name : warm_start_placers(options_))
+    candidates.push_back(policy::make_placer(name)->place(policy::PlaceRequest{*task.simulator}).device_of);
+  const rl::Evaluation evaluation = rl::evaluate(task, candidates);
+  const size_t best = static_cast<size_t>(
+      std::max_element(evaluation.reward.begin(), evaluation.reward.end()) - evaluation.reward.begin());
+  std::vector<int32_t> choice(static_cast<size_t>(problem.num_units()));
+  for (int32_t u = 0; u < problem.num_units(); ++u) {
+    const int32_t d = candidates[best][static_cast<size_t>(problem.units().ops(u)[0])];
+    if (!problem.allowed()(u, d)) {
+      throw Error(fmt::format("gdp warm start: placer \"{}\" put unit {} on device {}, which it may not use",
+                              warm_start_placers(options_)[best], u, d));
+    }
+    choice[static_cast<size_t>(u)] = d;
+  }
+  return warm_targets_.emplace(task.name, std::move(choice)).first->second;
+}
+
+rl::StepStats GdpLearner::imitation_step(const rl::Task& task) {
+  const std::vector<int32_t>& target = warm_target(task);
+  const GdpOutput out = network_.forward(*task.problem);
+  // Mean negative log-likelihood of the target's unit choices.
+  const Tensor loss = rl::reinforce_loss(ad::select_per_row(out.log_probs, target),
+                                         std::vector<double>(target.size(), 1.0));
+  rl::StepStats stats;
+  stats.loss = loss.item();
+  stats.entropy = rl::entropy(out.log_probs).item();
+  ad::backward(loss);
+  nn::clip_grad_norm(adam_.params(), options_.max_grad_norm);
+  adam_.step();
+  adam_.zero_grad();
+  // Logged like rollouts: the policy's greedy placement (before this step's update) and the target.
+  const std::vector<std::vector<int32_t>> placements{
+      task.problem->expand(rl::argmax_rows(out.log_probs.value(), &task.problem->allowed())),
+      task.problem->expand(target)};
+  rl::record_rollouts(rl::evaluate(task, placements), placements, stats);
+  return stats;
+}
+
+rl::StepStats GdpLearner::train_step(const rl::Task& task, int64_t step) {
+  if (step < options_.warm_steps) return imitation_step(task);
   const Problem& problem = *task.problem;
   const auto units = static_cast<size_t>(problem.num_units());
   const auto k_rollouts = static_cast<size_t>(options_.rollouts);

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <random>
 #include <string>
 #include <string_view>
@@ -48,8 +49,13 @@ struct GdpOptions {
   double clip = 0.2;
   double entropy = 0.01;          // entropy bonus coefficient
   double value_coef = 0.5;        // weight of the value head's squared error
-  double lr = 1e-3;               // Adam
+  double lr = 1e-2;               // Adam (1e-3 barely moves the policy in a few hundred steps)
   double max_grad_norm = 1.0;     // global gradient-norm clip
+  // Warm start (ours, not the paper's): training steps 0 .. warm_steps-1 on a task imitate the cheapest
+  // placement of the `warm_start` placers under the task's reward (cross-entropy), then PPO goes on
+  // from a policy that already places like them (from a uniform one, 100 PPO steps stay near uniform).
+  std::string warm_start = "metis,m_etf,heft";  // comma-separated classical placers
+  int64_t warm_steps = 20;                       // 0: none (the paper's training from scratch)
 };
 
 /** Options from JSON (missing keys take defaults); throws placelab::Error naming a bad or unknown key. */
@@ -101,10 +107,17 @@ class GdpLearner : public rl::Learner {
   const GdpNetwork& network() const { return network_; }
 
  private:
+  /** One cross-entropy step towards warm_target(task). */
+  rl::StepStats imitation_step(const rl::Task& task);
+  /** Unit choices of the cheapest warm_start placement on `task` (computed once per task name). */
+  const std::vector<int32_t>& warm_target(const rl::Task& task);
+
   GdpOptions options_;
   std::mt19937_64 rng_;
   GdpNetwork network_;
   nn::Adam adam_;
+  // Deterministic functions of the task, so not part of the checkpointed state.
+  std::map<std::string, std::vector<int32_t>> warm_targets_;
 };
 
 /** The text of policy/learned/pretrained/gdp.json as embedded at build time (empty when there was none). */
