@@ -34,16 +34,19 @@ def main(argv=None) -> str:
     steps = paperlib.training_steps(args, 300)
     wanted = None if args.models is None else set(args.models.split(","))
     models = QUICK_MODELS if args.quick else [m for m in MODELS if wanted is None or m.split(":")[0] in wanted]
-    spec = [("expert", "human_expert", {}), ("Scotch", "scotch", {}), ("HDP", "hdp", {"steps": steps}),
-            ("Placeto", "placeto", {"steps": steps})]
+    spec = [("expert", "human_expert", {}), ("Scotch", "scotch", {}), ("HDP", "hdp", {"steps": steps, "curve": True}),
+            ("Placeto", "placeto", {"steps": steps, "curve": True})]
     columns = [c for c, _, _ in spec]
-    rows, step_rows, fewer = [], [], []
+    rows, step_rows, fewer, curves, experts = [], [], [], {}, {}
     for model in models:
         g = paperlib.graph(model)
         for gpus in (2,) if args.quick else [int(x) for x in args.gpus.split(",")]:
             sim = placelab.Simulator(g, placelab.make_preset(f"placeto-{gpus}"))
             results = paperlib.run_placers(sim, spec, args.seed)
             rows.append({"model": model, "GPUs": gpus, **{c: fmt_s(r["step_time_s"]) for c, r in results.items()}})
+            panel = f"{model.split(':')[0]}, {gpus} devices"
+            curves[panel] = {c: paperlib.curve(results[c]) for c in ("HDP", "Placeto") if c in results}
+            experts[panel] = results["expert"]["step_time_s"] if "expert" in results else 1.0
             srow = {"model": model, "GPUs": gpus}
             for c in ("HDP", "Placeto"):
                 if c in results:
@@ -61,6 +64,7 @@ def main(argv=None) -> str:
     report.claim("Placeto needs fewer training steps than the RL-based baseline (HDP)", "up to 6.1x",
                  "-" if math.isnan(ratio) else f"{ratio:.1f}x (geometric mean), "
                  f"{max((h / p for h, p in fewer), default=float('nan')):.1f}x at most")
+    report.plot_curves(curves, experts)
     generalisation(report, args, steps)
     return report.write()
 

@@ -111,6 +111,35 @@ class Report:
         self.plots.append(os.path.basename(path))
         return path
 
+    def plot_curves(self, curves: dict[str, dict[str, list]], reference: dict[str, float] | None = None) -> None:
+        """Learning curves, one panel per configuration: {panel title: {placer: best cost after each step
+        (None before a placement fits)}}, each divided by reference[title] when given."""
+        panels = [(title, lines) for title, lines in curves.items() if any(lines.values())]
+        if not panels:
+            return
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        cols = min(3, len(panels))
+        rows = (len(panels) + cols - 1) // cols
+        fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3 * rows), squeeze=False)
+        for ax, (title, lines) in zip(axes.flat, panels):
+            scale = (reference or {}).get(title, 1.0)
+            for placer, ys in lines.items():
+                ax.plot(range(1, len(ys) + 1), [y / scale if y is not None else float("nan") for y in ys],
+                        marker="o" if len(ys) < 3 else None, label=placer)
+            ax.set_title(title, fontsize=8)
+            ax.set_xlabel("training step", fontsize=7)
+            ax.set_ylabel("best step time / expert's" if reference else "best cost (s)", fontsize=7)
+            ax.tick_params(labelsize=7)
+            ax.legend(fontsize=7)
+        for ax in list(axes.flat)[len(panels):]:
+            ax.axis("off")
+        fig.tight_layout()
+        fig.savefig(self.plot_path("curves"), dpi=110)
+        plt.close(fig)
+
     def write(self) -> str:
         """Writes <out>/<name>.md and one <name>_<k>.csv per table (quick mode adds _quick); returns the .md path."""
         os.makedirs(self.args.out, exist_ok=True)
@@ -159,6 +188,11 @@ def run_placers(simulator, placers: list[tuple[str, str, dict]], seed: int) -> d
     """{column: place() result} for (column, placer, options) rows whose placer is registered."""
     return {column: place(simulator, placer, options, seed) for column, placer, options in placers
             if registered(placer)}
+
+
+def curve(result: dict) -> list:
+    """A learned placer's best cost after every training step (placed with {"curve": True}); [] otherwise."""
+    return result.get("info", {}).get("curve_best_cost_s", [])
 
 
 def learned_info(result: dict) -> tuple[str, str]:

@@ -51,8 +51,8 @@ struct GdpOptions {
   double value_coef = 0.5;        // weight of the value head's squared error
   double lr = 1e-2;               // Adam (1e-3 barely moves the policy in a few hundred steps)
   double max_grad_norm = 1.0;     // global gradient-norm clip
-  // Warm start (ours, not the paper's): training steps 0 .. warm_steps-1 on a task imitate the cheapest
-  // placement of the `warm_start` placers under the task's reward (cross-entropy), then PPO goes on
+  // Warm start (ours, not the paper's): the run's steps 0 .. warm_steps-1 imitate the cheapest placement
+  // of the `warm_start` placers on their task under its reward (cross-entropy), then PPO goes on
   // from a policy that already places like them (from a uniform one, 100 PPO steps stay near uniform).
   std::string warm_start = "metis,m_etf,heft";  // comma-separated classical placers
   int64_t warm_steps = 20;                       // 0: none (the paper's training from scratch)

@@ -1,7 +1,9 @@
 // The learned policies as Placers of the registry: start from a checkpoint (or the pre-trained GDP),
 // optionally train on the request's own graph through the request's simulator, and return the better of
 // the policy's placement and the best rollout seen while training.
+#include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 
@@ -28,6 +30,7 @@ struct LearnedOptions {
   bool pretrained = true;  // gdp without a checkpoint: start from the embedded pre-trained policy
   int64_t steps = -1;  // -1: the default for the starting point
   double minutes = 0;
+  bool curve = false;  // report the best cost after every training step in the info (learning curves)
   rl::RewardOptions reward;
   nlohmann::json policy = nlohmann::json::object();
 };
@@ -48,6 +51,9 @@ LearnedOptions read_options(const std::string& name, const nlohmann::json& optio
       if (out.steps < 0) root.at(key).fail("must be >= 0");
     } else if (key == "minutes") {
       out.minutes = root.at(key).as_amount();
+    } else if (key == "curve") {
+      if (!value.is_boolean()) root.at(key).fail("must be true or false");
+      out.curve = value.get<bool>();
     } else if (key == "reward") {
       out.reward = rl::reward_options_from_json(value, where + ".reward");
     } else {
@@ -108,12 +114,18 @@ class LearnedPlacer : public policy::Placer {
     const rl::Task task = rl::make_task(fmt::format("{} on {}", request.graph().name(), request.cluster().name()),
                                         simulator, options.reward);
     rl::TrainSummary summary;
+    std::vector<double> curve;
     if (steps > 0) {
       rl::TrainOptions train;
       train.steps = steps;
       train.minutes = options.minutes;
       train.seed = request.seed;
-      summary = rl::train(*learner, {task}, train, {}, [&request](std::string_view status) { request.report(status); });
+      const auto on_step = [&](const rl::LogEntry& entry) {
+        curve.push_back(entry.best_cost_s);
+        return true;
+      };
+      summary = rl::train(*learner, {task}, train, options.curve ? on_step : std::function<bool(const rl::LogEntry&)>{},
+                          [&request](std::string_view status) { request.report(status); });
     }
 
     // The policy's own placement against the best rollout of training, under the same reward.
@@ -136,6 +148,12 @@ class LearnedPlacer : public policy::Placer {
                    {"objective", rl::objective_name(options.reward.objective)}};
     if (pick == 1) result.info["best_step"] = summary.best_step[0];
     if (!note.empty()) result.info["note"] = note;
+    // Infinity (no rollout fitted in memory yet) has no JSON form: null.
+    if (options.curve) {
+      nlohmann::json best = nlohmann::json::array();
+      for (double c : curve) best.push_back(std::isfinite(c) ? nlohmann::json(c) : nlohmann::json(nullptr));
+      result.info["curve_best_cost_s"] = std::move(best);
+    }
     return result;
   }
 

@@ -63,6 +63,14 @@ def test_learned_placer_through_place(tmp_path):
                               "--placer", "hdp", "--options", json.dumps({"steps": 3, **OPTIONS}), "--json").stdout)
     assert doc["info"]["policy"] == "hdp" and doc["info"]["steps"] == 3 and doc["info"]["start"] == "scratch"
     assert doc["step_time_s"] == doc["info"]["cost_s"] and not doc["oom"]
+    assert "curve_best_cost_s" not in doc["info"]
+    # "curve": the best cost after every training step, never rising (null until a placement fits).
+    doc = json.loads(placelab("place", "--graph", "random_dag:ops=16,width=4,seed=2", "--cluster", CLUSTER,
+                              "--placer", "hdp", "--options", json.dumps({"steps": 4, "curve": True, **OPTIONS}),
+                              "--json").stdout)
+    curve = [c for c in doc["info"]["curve_best_cost_s"] if c is not None]
+    assert len(doc["info"]["curve_best_cost_s"]) == 4 and curve == sorted(curve, reverse=True)
+    assert curve[-1] >= doc["info"]["cost_s"] * (1 - 1e-12)  # the answer is at least as good as the best rollout
     # From a checkpoint the placer places zero-shot by default.
     train("--steps", "2", "--checkpoint", str(tmp_path / "run"))
     doc = json.loads(placelab("place", "--graph", "random_dag:ops=16,width=4,seed=2", "--cluster", CLUSTER,
@@ -97,6 +105,8 @@ def test_train_errors_name_the_fix(tmp_path):
     assert "step_time, throughput" in error("--graphs", "random_dag:ops=8", "--policy", "hdp", "--options",
                                             '{"reward": {"objective": "fast"}}')
     assert "must be >= 0" in error("--graphs", "random_dag:ops=8", "--policy", "hdp", "--minutes", "-1")
+    bad = placelab("place", "--graph", "random_dag:ops=8", "--placer", "hdp", "--options", '{"curve": 1}', check=False)
+    assert bad.returncode == 1 and "curve" in bad.stderr and "true or false" in bad.stderr
 
     run = tmp_path / "run"
     train("--steps", "1", "--checkpoint", str(run))

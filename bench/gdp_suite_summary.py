@@ -1,0 +1,100 @@
+#!/usr/bin/python3
+"""Aggregates the per-model GDP-suite tables (bench/paper_gdp.py --name gdp_<model>, one run per model)
+into one Markdown table of geometric-mean step-time ratios between placers, over the (model, GPUs)
+configurations where neither placement runs out of memory, plus training steps to the best placement.
+
+    /usr/bin/python3 bench/gdp_suite_summary.py [--dir bench/results/gdp_suite] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import glob
+import math
+import os
+import re
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+# (placer, reference, the paper's figure for this comparison)
+COMPARISONS = [
+    ("GDP-one", "expert", "GDP 16% faster"), ("GDP-batch", "expert", "GDP 16% faster"),
+    ("GDP-one", "HDP", "GDP 9.2% faster"), ("GDP-batch", "HDP", "GDP 9.2% faster"),
+    ("HDP", "expert", ""), ("Placeto", "expert", ""), ("Placeto", "HDP", ""),
+    ("HEFT", "expert", ""), ("METIS", "expert", ""), ("m-SCT", "expert", ""), ("annealing", "expert", ""),
+    ("GDP-one", "annealing", ""), ("GDP-one", "HEFT", ""), ("GDP-one", "METIS", ""),
+    ("GDP zero-shot", "HEFT", ""), ("GDP-batch", "GDP zero-shot", ""),
+]
+
+
+def parse_time(cell: str) -> tuple[float, bool] | None:
+    """'135.3 ms' / '1.153 s' / '484.5 ms (OOM)' -> (seconds, oom); '-' or '' -> None."""
+    m = re.match(r"\s*([\d.eE+-]+)\s*(ms|s)\b", cell or "")
+    if not m:
+        return None
+    value = float(m.group(1)) * (1e-3 if m.group(2) == "ms" else 1.0)
+    return value, "OOM" in cell
+
+
+def parse_best_step(cell: str) -> int | None:
+    m = re.search(r"best at step (\d+)", cell or "")
+    return int(m.group(1)) if m else None
+
+
+def read_rows(folder: str, suffix: str) -> list[dict]:
+    rows = []
+    for path in sorted(glob.glob(os.path.join(folder, f"gdp_*_{suffix}.csv"))):
+        with open(path, newline="") as f:
+            rows += list(csv.DictReader(f))
+    return rows
+
+
+def geomean(ratios: list[float]) -> float:
+    return math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else float("nan")
+
+
+def describe(ratio: float) -> str:
+    if math.isnan(ratio):
+        return "-"
+    return f"{100 * abs(ratio - 1):.1f}% {'slower' if ratio > 1 else 'faster'}"
+
+
+def summary(folder: str) -> str:
+    times, searches = read_rows(folder, "0"), read_rows(folder, "1")
+    if not times:
+        raise SystemExit(f"gdp_suite_summary: no gdp_*_0.csv in {folder}: run bench/paper_gdp.py --out {folder} first")
+    models = sorted({r["model"] for r in times})
+    lines = [f"Aggregated by `bench/gdp_suite_summary.py` over {len(times)} (model, GPUs) configurations of "
+             f"{len(models)} models: geometric mean of step-time ratios over the configurations where both "
+             "placements fit in memory.", "",
+             "| comparison | configurations | placelab | paper |", "| --- | ---: | --- | --- |"]
+    for placer, reference, paper in COMPARISONS:
+        ratios = []
+        for row in times:
+            a, b = parse_time(row.get(placer, "")), parse_time(row.get(reference, ""))
+            if a and b and not a[1] and not b[1]:
+                ratios.append(a[0] / b[0])
+        lines.append(f"| {placer} against {reference} | {len(ratios)} | {describe(geomean(ratios))} | {paper} |")
+    steps = [(parse_best_step(r.get("HDP", "")), parse_best_step(r.get("GDP-one", ""))) for r in searches]
+    steps = [(max(1, h), max(1, g)) for h, g in steps if h is not None and g is not None]
+    lines += ["", f"Training steps to the best placement, HDP over GDP-one (geometric mean over {len(steps)} "
+              f"configurations; paper: 15x): {geomean([h / g for h, g in steps]):.2f}x."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dir", default=os.path.join(HERE, "results", "gdp_suite"), help="folder of gdp_*_0.csv")
+    parser.add_argument("--out", help="write the table here (default: print it)")
+    args = parser.parse_args(argv)
+    text = summary(args.dir)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+
+
+if __name__ == "__main__":
+    main()
