@@ -43,7 +43,8 @@ def main(argv=None) -> str:
         for gpus in (2,) if args.quick else [int(x) for x in args.gpus.split(",")]:
             sim = placelab.Simulator(g, placelab.make_preset(f"placeto-{gpus}"))
             results = paperlib.run_placers(sim, spec, args.seed)
-            rows.append({"model": model, "GPUs": gpus, **{c: fmt_s(r["step_time_s"]) for c, r in results.items()}})
+            rows.append({"model": model, "GPUs": gpus,
+                         **{c: fmt_s(r["step_time_s"]) + (" (OOM)" if r["oom"] else "") for c, r in results.items()}})
             panel = f"{model.split(':')[0]}, {gpus} devices"
             curves[panel] = {c: paperlib.curve(results[c]) for c in ("HDP", "Placeto") if c in results}
             experts[panel] = results["expert"]["step_time_s"] if "expert" in results else 1.0

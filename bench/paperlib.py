@@ -113,7 +113,8 @@ class Report:
 
     def plot_curves(self, curves: dict[str, dict[str, list]], reference: dict[str, float] | None = None) -> None:
         """Learning curves, one panel per configuration: {panel title: {placer: best cost after each step
-        (None before a placement fits)}}, each divided by reference[title] when given."""
+        (None before a placement fits)}}, each divided by reference[title] when given. They follow the
+        training rollouts; a placer's answer may be better (Placeto's greedy episode, GDP's argmax)."""
         panels = [(title, lines) for title, lines in curves.items() if any(lines.values())]
         if not panels:
             return
@@ -129,6 +130,9 @@ class Report:
             for placer, ys in lines.items():
                 ax.plot(range(1, len(ys) + 1), [y / scale if y is not None else float("nan") for y in ys],
                         marker="o" if len(ys) < 3 else None, label=placer)
+            if not any(y is not None for ys in lines.values() for y in ys):
+                ax.text(0.5, 0.5, "no training rollout fit in memory", ha="center", va="center", fontsize=8,
+                        transform=ax.transAxes)
             ax.set_title(title, fontsize=8)
             ax.set_xlabel("training step", fontsize=7)
             ax.set_ylabel("best step time / expert's" if reference else "best cost (s)", fontsize=7)

@@ -21,6 +21,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="tiny settings that finish in seconds")
     parser.add_argument("--out", default=paperlib.RESULTS, help="results folder (default bench/results)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--steps", type=int, help="training steps of every learned placer (default: each script's)")
     parser.add_argument("--only", default=",".join(PAPERS), help="comma-separated subset of " + ", ".join(PAPERS))
     args = parser.parse_args()
     chosen = [p.strip() for p in args.only.split(",") if p.strip()]
@@ -31,7 +32,8 @@ def main() -> int:
         start = time.perf_counter()
         print(f"reproduce: {paper} ...", file=sys.stderr, flush=True)
         module = importlib.import_module("paper_" + paper)
-        sub_argv = (["--quick"] if args.quick else []) + ["--out", args.out, "--seed", str(args.seed)]
+        sub_argv = (["--quick"] if args.quick else []) + ["--out", args.out, "--seed", str(args.seed)] + (
+            ["--steps", str(args.steps)] if args.steps is not None else [])
         path = module.main(sub_argv)
         print(f"reproduce: {paper} done in {time.perf_counter() - start:.0f} s -> {path}", file=sys.stderr)
     return 0
