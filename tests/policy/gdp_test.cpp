@@ -52,7 +52,6 @@ TEST_CASE("learned::gdp: options are checked and completed", "[policy][gdp]") {
 
 TEST_CASE("learned::GdpLearner: the warm start imitates the cheapest heuristic, then PPO keeps it", "[policy][gdp]") {
   const rl::Task task = task_of(tiny_dag(7, 40), "v100-pcie-4");
-  const learned::Problem& problem = *task.problem;
   double cheapest_s = std::numeric_limits<double>::infinity();
   std::vector<int32_t> cheapest;
   for (const char* name : {"metis", "m_etf", "heft"}) {
