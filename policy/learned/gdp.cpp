@@ -126,13 +126,14 @@ GdpOptions gdp_options_from_json(const nlohmann::json& options) {
     }
     o.warm_start = it->get<std::string>();
   }
-  for (const std::string& name : warm_start_placers(o)) {
+  const std::vector<std::string> warm_placers = warm_start_placers(o);
+  for (const std::string& name : warm_placers) {
     policy::make_placer(name);  // throws listing the known placers
     if (std::any_of(rl::learners().begin(), rl::learners().end(), [&](const auto& l) { return l.name == name; }))
       throw Error(fmt::format("placer gdp options: \"warm_start\" names the learned placer \"{}\"; use classical "
                               "ones such as \"heft,metis\"", name));
   }
-  if (o.warm_steps > 0 && warm_start_placers(o).empty())
+  if (o.warm_steps > 0 && warm_placers.empty())
     throw Error("placer gdp options: \"warm_steps\" > 0 needs at least one placer in \"warm_start\"");
   if (o.hidden % o.heads != 0) {
     throw Error(
@@ -276,8 +277,9 @@ GdpLearner::GdpLearner(const GdpOptions& options, uint64_t seed)
 const std::vector<int32_t>& GdpLearner::warm_target(const rl::Task& task) {
   if (auto it = warm_targets_.find(task.name); it != warm_targets_.end()) return it->second;
   const Problem& problem = *task.problem;
+  const std::vector<std::string> names = warm_start_placers(options_);
   std::vector<std::vector<int32_t>> candidates;
-  for (const std::string& name : warm_start_placers(options_))
+  for (const std::string& name : names)
     candidates.push_back(policy::make_placer(name)->place(policy::PlaceRequest{*task.simulator}).device_of);
   const rl::Evaluation evaluation = rl::evaluate(task, candidates);
   const size_t best = static_cast<size_t>(
@@ -287,7 +289,7 @@ const std::vector<int32_t>& GdpLearner::warm_target(const rl::Task& task) {
     const int32_t d = candidates[best][static_cast<size_t>(problem.units().ops(u)[0])];
     if (!problem.allowed()(u, d)) {
       throw Error(fmt::format("gdp warm start: placer \"{}\" put unit {} on device {}, which it may not use",
-                              warm_start_placers(options_)[best], u, d));
+                              names[best], u, d));
     }
     choice[static_cast<size_t>(u)] = d;
   }

@@ -50,7 +50,8 @@ int64_t embed_interval(const PlacetoOptions& o, int64_t moves) {
 // Throws before a training step whose tape would not fit: each GNN pass records about (3 + 5 rounds)
 // [U, H] float tensors, and all of a step's episodes stay on the tape until the backward pass.
 void check_tape_size(const PlacetoOptions& o, int64_t units, int64_t moves, const std::string& task) {
-  const int64_t passes = (moves + embed_interval(o, moves) - 1) / embed_interval(o, moves);
+  const int64_t every = embed_interval(o, moves);
+  const int64_t passes = (moves + every - 1) / every;
   const double bytes = static_cast<double>(o.episodes) * static_cast<double>(passes) * static_cast<double>(units) *
                        static_cast<double>(o.hidden) * static_cast<double>(3 + 5 * o.rounds) * sizeof(float);
   if (bytes > kMaxTapeBytes)

@@ -40,20 +40,22 @@ LearnedOptions read_options(const std::string& name, const nlohmann::json& optio
   const io::JsonNode root(options, where);
   root.expect_object();
   LearnedOptions out;
+  const auto flag = [&](const std::string& key, const nlohmann::json& value) {
+    if (!value.is_boolean()) root.at(key).fail("must be true or false");
+    return value.get<bool>();
+  };
   for (const auto& [key, value] : options.items()) {
     if (key == "checkpoint") {
       out.checkpoint = root.at(key).as_string();
     } else if (key == "pretrained" && name == "gdp") {
-      if (!value.is_boolean()) root.at(key).fail("must be true or false");
-      out.pretrained = value.get<bool>();
+      out.pretrained = flag(key, value);
     } else if (key == "steps") {
       out.steps = root.at(key).as_int();
       if (out.steps < 0) root.at(key).fail("must be >= 0");
     } else if (key == "minutes") {
       out.minutes = root.at(key).as_amount();
     } else if (key == "curve") {
-      if (!value.is_boolean()) root.at(key).fail("must be true or false");
-      out.curve = value.get<bool>();
+      out.curve = flag(key, value);
     } else if (key == "reward") {
       out.reward = rl::reward_options_from_json(value, where + ".reward");
     } else {
