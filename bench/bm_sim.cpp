@@ -1,7 +1,8 @@
 // Speed of the simulator on a 50k-op graph (8-layer GNMT training from the zoo) on 8 GPUs: one full
 // simulation (random and contiguous placements) against a bare topological sweep, batch scaling over
 // threads (wall and CPU time), incremental one-op moves (uniformly random, Placeto-style sweeps in
-// topological order, late ops) and how much of the schedule one move changes. Results and the command are recorded in bench/results/sim.md.
+// topological order, late ops) and how much of the schedule one move changes. Results and the command
+// are recorded in bench/results/sim.md.
 //   build/<dir>/bench/bm_sim --benchmark_counters_tabular=true
 #include <algorithm>
 #include <ctime>
