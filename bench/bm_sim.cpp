@@ -6,6 +6,7 @@
 //   build/<dir>/bench/bm_sim --benchmark_counters_tabular=true
 #include <algorithm>
 #include <ctime>
+#include <map>
 #include <memory>
 #include <random>
 
@@ -191,6 +192,33 @@ void BM_IncrementalMove(benchmark::State& state) {
   report(state, state.iterations());
 }
 BENCHMARK(BM_IncrementalMove)->Arg(4)->Arg(16)->Arg(64)->Unit(benchmark::kMillisecond);
+
+// A placer's unit move (annealing, Placeto): all ops of a random colocation class (2-3 ops in this
+// training graph: a forward op and its gradients) to a random device, op by op (state.range(0) == 0,
+// as before group moves existed) or as one group move (1). Results are equal; time is per unit move.
+void BM_IncrementalUnitMove(benchmark::State& state) {
+  Setup& s = setup();
+  std::map<int32_t, std::vector<graphs::OpId>> by_class;
+  for (graphs::OpId op = 0; op < s.graph.num_ops(); ++op)
+    if (s.graph.colocation(op) != graphs::kNoClass) by_class[s.graph.colocation(op)].push_back(op);
+  std::vector<std::vector<graphs::OpId>> classes;
+  for (auto& [c, ops] : by_class) classes.push_back(std::move(ops));
+  sim::IncrementalSimulator inc(*s.sim, s.random[0]);
+  std::mt19937_64 rng(7);
+  const bool group = state.range(0) == 1;
+  for (auto _ : state) {
+    const std::vector<graphs::OpId>& ops = classes[rng() % classes.size()];
+    auto device = static_cast<int32_t>(rng() % static_cast<uint64_t>(s.cluster.num_devices()));
+    if (group) {
+      inc.move(ops, device);
+    } else {
+      for (graphs::OpId op : ops) inc.move(op, device);
+    }
+    benchmark::DoNotOptimize(inc.result().step_time_s);
+  }
+  state.counters["ops_per_move"] = static_cast<double>(s.graph.num_ops()) / static_cast<double>(classes.size());
+}
+BENCHMARK(BM_IncrementalUnitMove)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 // Placeto's episode: ops move to random devices one after another in topological order. A benchmark
 // sees a few hundred moves, not a 52k-move episode, so consecutive moves step 101 ops along the order:

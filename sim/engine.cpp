@@ -488,19 +488,25 @@ IncrementalSimulator::IncrementalSimulator(const Simulator& simulator, std::vect
 
 IncrementalSimulator::~IncrementalSimulator() = default;
 
-void IncrementalSimulator::relocate(SimScratch& s, graphs::OpId op, int32_t from, int32_t to) const {
+void IncrementalSimulator::relocate(SimScratch& s, std::span<const Moved> moved, int32_t to) const {
   // Resident bytes are a constant offset over the whole prefix, so its peaks move by the same amount.
-  const int64_t param = sim_->param_bytes_[op];
-  s.mem_s[from] -= param;
-  s.peak_s[from] -= param;
-  s.mem_s[to] += param;
-  s.peak_s[to] += param;
-  // Heap segments are sized by ops per device: lay them out again (op itself is in no heap yet).
   const int32_t D = sim_->num_devices();
-  std::vector<int32_t>& new_off = s.dest;  // per-device scratch, free between runs
+  std::vector<int32_t>& change = s.dest_count;  // per-device scratch, free between runs: ops gained
+  std::fill(change.begin(), change.begin() + D, 0);
+  for (const auto [op, from] : moved) {
+    const int64_t param = sim_->param_bytes_[op];
+    s.mem_s[from] -= param;
+    s.peak_s[from] -= param;
+    s.mem_s[to] += param;
+    s.peak_s[to] += param;
+    --change[from];
+    ++change[to];
+  }
+  // Heap segments are sized by ops per device: lay them out again (the moved ops are in no heap yet).
+  std::vector<int32_t>& new_off = s.dest;  // per-device scratch too
   for (int32_t d = 0, off = 0; d < D; ++d) {
     new_off[d] = off;
-    off += (d + 1 < D ? s.heap_off[d + 1] : sim_->num_ops()) - s.heap_off[d] - (d == from) + (d == to);
+    off += (d + 1 < D ? s.heap_off[d + 1] : sim_->num_ops()) - s.heap_off[d] + change[d];
   }
   for (auto [entries, sizes] : {std::pair{&s.heap, &s.heap_size}, std::pair{&s.ranked, &s.ranked_size}}) {
     if (entries->empty()) continue;
@@ -516,30 +522,40 @@ void IncrementalSimulator::relocate(SimScratch& s, graphs::OpId op, int32_t from
 }
 
 const SimResult& IncrementalSimulator::move(graphs::OpId op, int32_t device) {
+  return move(std::span<const graphs::OpId>(&op, 1), device);
+}
+
+const SimResult& IncrementalSimulator::move(std::span<const graphs::OpId> ops, int32_t device) {
   const Simulator& sim = *sim_;
-  if (op < 0 || op >= sim.num_ops())
-    throw Error(fmt::format("incremental move: op {} is out of range (graph has {} ops)", op, sim.num_ops()));
-  const int32_t old = device_of_[op];
-  if (device == old) return result_;
-  device_of_[op] = device;
+  for (graphs::OpId op : ops)
+    if (op < 0 || op >= sim.num_ops())
+      throw Error(fmt::format("incremental move: op {} is out of range (graph has {} ops)", op, sim.num_ops()));
+  moved_.clear();
+  for (graphs::OpId op : ops) {
+    if (device_of_[op] == device) continue;  // also skips an op listed twice
+    moved_.push_back(Moved{op, device_of_[op]});
+    device_of_[op] = device;
+  }
+  if (moved_.empty()) return result_;
   try {
     sim.check_placement(device_of_);
   } catch (const Error&) {
-    device_of_[op] = old;
+    for (auto it = moved_.rbegin(); it != moved_.rend(); ++it) device_of_[it->op] = it->from;
     throw;
   }
   const int64_t total_events = state_->events;
-  // The first event that reads where `op` is: the end of its earliest producer.
-  int64_t first = -1;
-  const Simulator::OpInfo& info = sim.info_[op];
-  for (int32_t k = info.in_begin; k < info.in_end; ++k) {
-    const int64_t e = state_->end_event[sim.in_[k].src];
-    first = first < 0 ? e : std::min(first, e);
+  // The first event that reads where a moved op is: the end of the earliest of their producers; a
+  // source (no producer) is queued at the start.
+  int64_t first = std::numeric_limits<int64_t>::max();
+  for (const Moved& m : moved_) {
+    const Simulator::OpInfo& info = sim.info_[m.op];
+    if (info.in_begin == info.in_end) first = -1;
+    for (int32_t k = info.in_begin; k < info.in_end; ++k) first = std::min<int64_t>(first, state_->end_event[sim.in_[k].src]);
   }
   SimCheckpoints& cps = *checkpoints_;
   size_t usable = 0;  // saved states taken no later than `first`
   while (first >= 0 && usable < cps.count && cps.saved[usable].events <= first) ++usable;
-  if (usable == 0) {  // a source is queued at the start, or `first` comes before the first saved state
+  if (usable == 0) {  // a source moved, or `first` comes before the first saved state
     cps.count = 0;
     cps.next = cps.interval;
     sim.run(device_of_, *state_, result_, nullptr, &cps, true);
@@ -548,8 +564,8 @@ const SimResult& IncrementalSimulator::move(graphs::OpId op, int32_t device) {
   }
   const size_t k = usable - 1;
   cps.count = k + 1;
-  // Saved states up to k stay valid for the new placement once the move is applied to them.
-  for (size_t j = 0; j <= k; ++j) relocate(cps.saved[j], op, old, device);
+  // Saved states up to k stay valid for the new placement once the moves are applied to them.
+  for (size_t j = 0; j <= k; ++j) relocate(cps.saved[j], moved_, device);
   SimScratch& s = *state_;
   s = cps.saved[k];
   cps.next = s.events + cps.interval;

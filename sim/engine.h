@@ -182,12 +182,22 @@ class IncrementalSimulator {
   std::span<const int32_t> placement() const { return device_of_; }
   /** Moves `op` to `device` and re-simulates; throws placelab::Error for an invalid move. */
   const SimResult& move(graphs::OpId op, int32_t device);
+  /**
+   * Moves every op of `ops` to `device` (a colocation group, a placer's unit) and re-simulates once,
+   * from the last saved state before the first input of any of them was produced: one replay instead of
+   * one per op. Throws placelab::Error for an invalid move, and then changes nothing.
+   */
+  const SimResult& move(std::span<const graphs::OpId> ops, int32_t device);
   /** Fraction of the events of a full run that the last move replayed (1 for a full run). */
   double last_replayed_fraction() const { return replayed_fraction_; }
 
  private:
-  /** Applies the move of `op` from device `from` to `to` to a saved state from before its inputs ended. */
-  void relocate(SimScratch& s, graphs::OpId op, int32_t from, int32_t to) const;
+  struct Moved {
+    graphs::OpId op;
+    int32_t from;
+  };
+  /** Applies the moves of `moved` to `to` to a saved state from before any of their inputs was produced. */
+  void relocate(SimScratch& s, std::span<const Moved> moved, int32_t to) const;
 
   const Simulator* sim_;
   std::vector<int32_t> device_of_;
@@ -195,6 +205,7 @@ class IncrementalSimulator {
   SimScratchPtr state_;
   SimResult result_;
   double replayed_fraction_ = 1;
+  std::vector<Moved> moved_;  // the ops the current move changes, kept to avoid allocating per move
 };
 
 }  // namespace placelab::sim

@@ -58,10 +58,7 @@ class AnnealingPlacer final : public Placer {
     double current = start_cost, best = start_cost;
     std::vector<int32_t> best_placement = start;
     int64_t done = 0, accepted = 0, improved = 0;
-    auto move_unit = [&](int32_t u, int32_t d) -> const sim::SimResult& {
-      for (graphs::OpId op : units.ops(u)) state.move(op, d);
-      return state.result();
-    };
+    auto move_unit = [&](int32_t u, int32_t d) -> const sim::SimResult& { return state.move(units.ops(u), d); };
     for (; done < steps && !movable.empty(); ++done) {
       if (seconds > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() >= seconds) break;
       const int32_t u = movable[uniform_index(rng, static_cast<int32_t>(movable.size()))];

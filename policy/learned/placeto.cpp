@@ -366,8 +366,8 @@ PlacetoEpisode PlacetoLearner::run_episode(const rl::Task& task, std::vector<int
       st.memory_bytes[from] -= units.memory_bytes(c);
       st.memory_bytes[d] += units.memory_bytes(c);
       st.unit_device[c] = d;
-      for (graphs::OpId op : units.ops(c)) inc.move(op, d);
-      ep.simulations += static_cast<int64_t>(units.ops(c).size());
+      inc.move(units.ops(c), d);
+      ++ep.simulations;
       reward = score(cost);
     }
     ep.units.push_back(c);

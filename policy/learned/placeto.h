@@ -62,7 +62,7 @@ struct PlacetoEpisode {
   double best_reward = 0;
   double best_cost_s = 0;
   std::vector<int32_t> best_placement;   // op placement of the best
-  int64_t simulations = 0;          // incremental moves (one per op moved) plus the initial full run
+  int64_t simulations = 0;          // incremental moves (one per unit moved) plus the initial full run
 };
 
 /** The Placeto learner. */

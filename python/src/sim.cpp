@@ -143,6 +143,19 @@ void check_device(const Cluster& c, int64_t d) {
   }
 }
 
+// The ops of a Python move, checked against the placement's length; `device` is checked here for its
+// type's range and by the simulator for the cluster's.
+std::vector<graphs::OpId> move_ops(const sim::IncrementalSimulator& inc, const std::vector<int64_t>& ops, int64_t device) {
+  std::vector<graphs::OpId> out;
+  out.reserve(ops.size());
+  for (int64_t op : ops) {
+    if (op < 0 || op >= static_cast<int64_t>(inc.placement().size()) || device < 0 || device > INT32_MAX)
+      throw Error(fmt::format("move: op {} or device {} is out of range", op, device));
+    out.push_back(static_cast<graphs::OpId>(op));
+  }
+  return out;
+}
+
 }  // namespace
 
 void init_sim(py::module_& m) {
@@ -386,11 +399,12 @@ void init_sim(py::module_& m) {
       .def_property_readonly("last_replayed_fraction", &sim::IncrementalSimulator::last_replayed_fraction,
                              "Fraction of a full run's events the last move replayed.")
       .def("move", [](sim::IncrementalSimulator& inc, int64_t op, int64_t device) {
-        if (op < 0 || op >= static_cast<int64_t>(inc.placement().size()) || device < 0 || device > INT32_MAX) {
-          throw Error(fmt::format("move: op {} or device {} is out of range", op, device));
-        }
-        return result_dict(inc.move(static_cast<graphs::OpId>(op), static_cast<int32_t>(device)));
-      }, py::arg("op"), py::arg("device"), "Moves `op` to `device` and returns the new simulate() dict.");
+        return result_dict(inc.move(move_ops(inc, {op}, device), static_cast<int32_t>(device)));
+      }, py::arg("op"), py::arg("device"), "Moves `op` to `device` and returns the new simulate() dict.")
+      .def("move", [](sim::IncrementalSimulator& inc, const std::vector<int64_t>& ops, int64_t device) {
+        return result_dict(inc.move(move_ops(inc, ops, device), static_cast<int32_t>(device)));
+      }, py::arg("ops"), py::arg("device"),
+         "Moves every op of `ops` (a colocation group) to `device`, re-simulating once; returns the simulate() dict.");
 }
 
 }  // namespace placelab::python

@@ -252,6 +252,15 @@ def test_incremental_moves_equal_full_runs(simulator):
         inc.move(-1, 0)
     with pytest.raises(ValueError, match="device"):
         inc.move(0, 17)
+    # A group moves at once and equals a full run; a refused group changes none of its ops.
+    group = [1, simulator.num_ops // 3, simulator.num_ops - 2]
+    r = inc.move(group, 2)
+    p[group] = 2
+    for key, value in simulator.simulate(p).items():
+        assert np.array_equal(r[key], value), key
+    with pytest.raises(ValueError, match="device"):
+        inc.move([3, 4], 17)
+    assert np.array_equal(inc.placement, p)
 
 
 def test_profile_cost_model(graph, cluster):

@@ -430,6 +430,18 @@ TEST_CASE("sim::Simulator: simulate_batch equals one-by-one", "[sim]") {
   }
 }
 
+// Every fact of two results is equal, bit for bit.
+static void require_same(const SimResult& r, const SimResult& full) {
+  REQUIRE(r.step_time_s == full.step_time_s);
+  REQUIRE(r.critical_path_s == full.critical_path_s);
+  REQUIRE(r.device_busy_s == full.device_busy_s);
+  REQUIRE(r.device_peak_bytes == full.device_peak_bytes);
+  REQUIRE(r.link_busy_s == full.link_busy_s);
+  REQUIRE(r.link_bytes == full.link_bytes);
+  REQUIRE(r.total_bytes_moved == full.total_bytes_moved);
+  REQUIRE(r.num_transfers == full.num_transfers);
+}
+
 TEST_CASE("sim::IncrementalSimulator: every move equals a full simulation, bit for bit", "[sim]") {
   graphs::Graph g = random_dag(300, 11);
   const std::vector<std::pair<const char*, SimOptions>> variants = {
@@ -451,15 +463,7 @@ TEST_CASE("sim::IncrementalSimulator: every move equals a full simulation, bit f
       int32_t device = static_cast<int32_t>(rng() % static_cast<uint64_t>(c.num_devices()));
       const SimResult& r = inc.move(op, device);
       replayed += inc.last_replayed_fraction();
-      SimResult full = sim.simulate(inc.placement());
-      REQUIRE(r.step_time_s == full.step_time_s);
-      REQUIRE(r.critical_path_s == full.critical_path_s);
-      REQUIRE(r.device_busy_s == full.device_busy_s);
-      REQUIRE(r.device_peak_bytes == full.device_peak_bytes);
-      REQUIRE(r.link_busy_s == full.link_busy_s);
-      REQUIRE(r.link_bytes == full.link_bytes);
-      REQUIRE(r.total_bytes_moved == full.total_bytes_moved);
-      REQUIRE(r.num_transfers == full.num_transfers);
+      require_same(r, sim.simulate(inc.placement()));
     }
     CHECK(replayed / 60 < 0.9);  // the saved prefix is really reused
   }
@@ -468,6 +472,47 @@ TEST_CASE("sim::IncrementalSimulator: every move equals a full simulation, bit f
   IncrementalSimulator inc(sim, std::vector<int32_t>(g.num_ops(), 0));
   CHECK_THROWS_WITH(inc.move(5, 2), Catch::Contains("op \"op5\" is on device 2"));
   CHECK(inc.placement()[5] == 0);  // a refused move changes nothing
+}
+
+TEST_CASE("sim::IncrementalSimulator: a group move equals a full simulation and replays once", "[sim]") {
+  graphs::Graph g = random_dag(300, 12);
+  for (const auto& [preset, options] : std::vector<std::pair<const char*, SimOptions>>{
+           {"v100-nvlink-4", {}}, {"placeto-4", {.priority = Priority::rank, .share_bandwidth = true}}}) {
+    Cluster c = make_preset(preset);
+    Simulator sim(g, c, default_cost_model(), options);
+    std::mt19937_64 rng(12);
+    const std::vector<int32_t> start = random_placement(sim, rng);
+    IncrementalSimulator group(sim, start, 8), one_by_one(sim, start, 8);
+    for (int move = 0; move < 30; ++move) {
+      // 1-4 ops, sometimes one listed twice or already on the device, sometimes a source (op 0).
+      std::vector<graphs::OpId> ops;
+      for (uint64_t k = 0, size = 1 + rng() % 4; k < size; ++k)
+        ops.push_back(static_cast<graphs::OpId>(rng() % static_cast<uint64_t>(g.num_ops())));
+      if (move % 7 == 3) ops.push_back(ops.front());
+      if (move % 10 == 5) ops.push_back(0);
+      const auto device = static_cast<int32_t>(rng() % static_cast<uint64_t>(c.num_devices()));
+      const SimResult& r = group.move(ops, device);
+      double separate = 0;
+      for (graphs::OpId op : ops) {
+        one_by_one.move(op, device);
+        separate += one_by_one.placement()[op] == device ? one_by_one.last_replayed_fraction() : 0;
+      }
+      REQUIRE(std::equal(group.placement().begin(), group.placement().end(), one_by_one.placement().begin()));
+      for (graphs::OpId op : ops) REQUIRE(group.placement()[op] == device);
+      require_same(r, sim.simulate(group.placement()));
+      require_same(r, one_by_one.result());
+      // One replay from the earliest of the ops' first inputs: never more than the per-op replays together.
+      CHECK(group.last_replayed_fraction() <= separate + 1e-12);
+    }
+  }
+  Cluster c = make_preset("a100-2");
+  Simulator sim(g, c);
+  IncrementalSimulator inc(sim, std::vector<int32_t>(g.num_ops(), 0));
+  const std::vector<graphs::OpId> ops{3, 5, 7};
+  CHECK_THROWS_WITH(inc.move(ops, 2), Catch::Contains("is on device 2"));
+  for (graphs::OpId op : ops) CHECK(inc.placement()[op] == 0);  // a refused group move changes none of them
+  CHECK_THROWS_WITH(inc.move(std::vector<graphs::OpId>{3, 300}, 1), Catch::Contains("op 300 is out of range"));
+  CHECK(inc.placement()[3] == 0);
 }
 
 TEST_CASE("sim::Simulator: many devices (event tree) and few (event scan) give the same schedule", "[sim]") {
