@@ -69,8 +69,8 @@ def main(argv=None) -> str:
             srow = dict(row)
             for column, r in results.items():
                 row[column] = fmt_s(r["step_time_s"]) + (" (OOM)" if r["oom"] else "")
-                steps, wall = paperlib.learned_info(r)
-                srow[column] = fmt_s(r["place_s"]) + ("" if steps == "-" else f", best at step {steps}")
+                best_step, _ = paperlib.learned_info(r)
+                srow[column] = fmt_s(r["place_s"]) + ("" if best_step == "-" else f", best at step {best_step}")
             times.append(row)
             search.append(srow)
             per_model[(model, gpus)] = results
