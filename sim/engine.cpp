@@ -550,7 +550,8 @@ const SimResult& IncrementalSimulator::move(std::span<const graphs::OpId> ops, i
   for (const Moved& m : moved_) {
     const Simulator::OpInfo& info = sim.info_[m.op];
     if (info.in_begin == info.in_end) first = -1;
-    for (int32_t k = info.in_begin; k < info.in_end; ++k) first = std::min<int64_t>(first, state_->end_event[sim.in_[k].src]);
+    for (int32_t k = info.in_begin; k < info.in_end; ++k)
+      first = std::min<int64_t>(first, state_->end_event[sim.in_[k].src]);
   }
   SimCheckpoints& cps = *checkpoints_;
   size_t usable = 0;  // saved states taken no later than `first`
