@@ -19,7 +19,8 @@ CLUSTER = "v100-nvlink-{}"
 # times fewer steps than HDP and GDP-one, which simulate a dozen placements per step.
 PLACETO_DIVISOR = 10
 # ... and is left out above this many ops (the GNMT models): one step costs 4 episodes x U moves x one
-# incremental simulation, ~2.5 minutes on the 2-layer GNMT (16k ops) and ~8 on the 4-layer one here.
+# incremental simulation, ~80 s on the 2-layer GNMT (16k ops) here (~2.5 minutes before a unit's ops
+# moved as one group).
 PLACETO_MAX_OPS = 10000
 
 
@@ -81,7 +82,7 @@ def main(argv=None) -> str:
                     f"a sixth of that, Placeto trains for a {PLACETO_DIVISOR}th: it simulates once per unit moved)."]
     if placeto_left_out:
         report.notes.append(f"Placeto is left out on graphs of more than {PLACETO_MAX_OPS} ops ('-'): it simulates "
-                            "once per unit moved, and one training step on the 2-layer GNMT takes ~2.5 minutes here.")
+                            "once per unit moved, and one training step on the 2-layer GNMT takes ~80 s here.")
     report.table("Step time", ["model", "GPUs"] + columns, times)
     report.table("Search time (placement wall time, training included)", ["model", "GPUs"] + columns, search)
 
