@@ -18,10 +18,10 @@ CLUSTER = "v100-nvlink-{}"
 # Placeto simulates once per unit moved (hundreds to thousands per training step), so it gets this many
 # times fewer steps than HDP and GDP-one, which simulate a dozen placements per step.
 PLACETO_DIVISOR = 10
-# ... and is left out above this many ops (the GNMT models): one step costs 4 episodes x U moves x one
+# ... and is left out above this many ops (the 4- and 8-layer GNMT): one step costs 4 episodes x U moves x one
 # incremental simulation, ~80 s on the 2-layer GNMT (16k ops) here (~2.5 minutes before a unit's ops
 # moved as one group).
-PLACETO_MAX_OPS = 10000
+PLACETO_MAX_OPS = 20000
 
 
 def rows_spec(quick: bool, steps: int) -> list[tuple[str, str, dict]]:

@@ -384,14 +384,16 @@ void init_sim(py::module_& m) {
       }, py::arg("n"), py::arg("seed"), "An (n, ops) array of random valid placements from one seeded generator.");
 
   py::class_<sim::IncrementalSimulator>(m, "IncrementalSimulator",
-                                        "A placement changed one op at a time (local search, Placeto's MDP); each "
-                                        "move re-simulates from a saved state and equals a full simulate().")
+                                        "A placement changed one op or one group of ops at a time (local search, "
+                                        "Placeto's MDP); each move re-simulates from a saved state and equals a full "
+                                        "simulate().")
       .def(py::init([](const Simulator& s, const py::object& placement, int32_t checkpoints) {
              if (checkpoints < 1) throw Error(fmt::format("checkpoints must be >= 1, got {}", checkpoints));
              return std::make_unique<sim::IncrementalSimulator>(s, placement_arg(s, placement), checkpoints);
            }),
-           py::arg("simulator"), py::arg("placement"), py::arg("checkpoints") = 16, py::keep_alive<1, 2>(),
-           "Simulates `placement` fully and keeps checkpoints for later moves.")
+           py::arg("simulator"), py::arg("placement"), py::arg("checkpoints") = 4, py::keep_alive<1, 2>(),
+           "Simulates `placement` fully and keeps `checkpoints` saved states for later moves (4, as in C++: the "
+           "fastest for random moves in bench/bm_sim.cpp).")
       .def_property_readonly("result", [](const sim::IncrementalSimulator& inc) { return result_dict(inc.result()); },
                              "simulate()'s dict for the current placement.")
       .def_property_readonly("placement", [](const sim::IncrementalSimulator& inc) { return to_numpy(inc.placement()); },
