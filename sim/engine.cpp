@@ -207,8 +207,10 @@ struct SimScratch {
   };
   std::vector<Flow> flows;
   std::vector<int32_t> flow_dest, flow_ch, live;
-  std::vector<int32_t> chan_active, fill_count;
+  std::vector<int32_t> fill_count;  // all zero between reschedules
   std::vector<double> fill_cap;
+  std::vector<int32_t> active_list, fill_list;  // channels crossed by active flows, ascending; those still filling
+  std::vector<int32_t> ch_begin, ch_end, ch_flows;  // per active channel, the flows crossing it
   double net_last = 0;
   // per channel
   std::vector<double> chan_free_s, chan_busy_s, chan_bytes;
@@ -420,9 +422,13 @@ SimScratchPtr Simulator::make_scratch() const {
     s->flow_dest.reserve(m);
     s->flow_ch.reserve(m);
     s->live.reserve(m);
-    s->chan_active.resize(C);
     s->fill_count.resize(C);
     s->fill_cap.resize(C);
+    s->active_list.reserve(C);
+    s->fill_list.resize(C);
+    s->ch_begin.resize(C);
+    s->ch_end.resize(C);
+    s->ch_flows.reserve(m);
   }
   s->tree.resize(2 * static_cast<size_t>(s->tree_leaves));
   s->next_s.resize(s->tree_leaves);  // padded leaves of the tree are devices that never have an event
@@ -695,15 +701,14 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
         SimScratch::Flow& fl = s.flows[f];
         if (fl.active_s <= s.net_last) fl.remaining_bytes -= fl.rate * dt;
       }
-      for (int32_t c = 0; c < channels_; ++c)
-        if (s.chan_active[c] > 0) s.chan_busy_s[c] += dt;
+      for (int32_t c : s.active_list) s.chan_busy_s[c] += dt;
     }
     s.net_last = t;
   };
-  // Max-min fair rates of the active flows (progressive filling), then the next network event.
+  // Max-min fair rates of the active flows (progressive filling), then the next network event. A round
+  // finds the bottleneck among the channels still filling (in index order, as a scan of all would) and
+  // freezes the flows crossing it, found in per-channel lists built once per call (in live order).
   auto net_reschedule = [&]() {
-    std::fill(s.fill_count.begin(), s.fill_count.end(), 0);
-    for (int32_t c = 0; c < channels_; ++c) s.fill_cap[c] = channel_bandwidth_[c];
     int32_t unfrozen = 0;
     for (int32_t f : s.live) {
       SimScratch::Flow& fl = s.flows[f];
@@ -712,19 +717,40 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
       ++unfrozen;
       for (int32_t i = 0; i < fl.ch_count; ++i) ++s.fill_count[s.flow_ch[fl.ch_begin + i]];
     }
-    std::copy(s.fill_count.begin(), s.fill_count.end(), s.chan_active.begin());
+    s.active_list.clear();
+    int32_t crossings = 0;
+    for (int32_t c = 0; c < channels_; ++c) {
+      if (s.fill_count[c] == 0) continue;
+      s.active_list.push_back(c);
+      s.fill_cap[c] = channel_bandwidth_[c];
+      s.ch_begin[c] = s.ch_end[c] = crossings;
+      crossings += s.fill_count[c];
+    }
+    if (s.ch_flows.size() < static_cast<size_t>(crossings)) s.ch_flows.resize(crossings);
+    for (int32_t f : s.live) {
+      const SimScratch::Flow& fl = s.flows[f];
+      if (fl.active_s > s.net_last) continue;
+      for (int32_t i = 0; i < fl.ch_count; ++i) s.ch_flows[s.ch_end[s.flow_ch[fl.ch_begin + i]]++] = f;
+    }
+    int32_t* filling = s.fill_list.data();
+    auto num_filling = static_cast<int32_t>(s.active_list.size());
+    std::copy(s.active_list.begin(), s.active_list.end(), filling);
     while (unfrozen > 0) {
-      int32_t bottleneck = -1;
+      int32_t bottleneck = -1, kept = 0;
       double share = kInf;
-      for (int32_t c = 0; c < channels_; ++c)
-        if (s.fill_count[c] > 0 && s.fill_cap[c] / s.fill_count[c] < share) share = s.fill_cap[c] / s.fill_count[c], bottleneck = c;
-      for (int32_t f : s.live) {
-        SimScratch::Flow& fl = s.flows[f];
-        if (fl.active_s > s.net_last || fl.rate >= 0) continue;
-        const int32_t* ch = s.flow_ch.data() + fl.ch_begin;
-        if (std::find(ch, ch + fl.ch_count, bottleneck) == ch + fl.ch_count) continue;
+      for (int32_t i = 0; i < num_filling; ++i) {
+        const int32_t c = filling[i];
+        if (s.fill_count[c] == 0) continue;
+        filling[kept++] = c;
+        if (s.fill_cap[c] / s.fill_count[c] < share) share = s.fill_cap[c] / s.fill_count[c], bottleneck = c;
+      }
+      num_filling = kept;
+      for (int32_t k = s.ch_begin[bottleneck]; k < s.ch_end[bottleneck]; ++k) {
+        SimScratch::Flow& fl = s.flows[s.ch_flows[k]];
+        if (fl.rate >= 0) continue;
         fl.rate = share;
         --unfrozen;
+        const int32_t* ch = s.flow_ch.data() + fl.ch_begin;
         for (int32_t i = 0; i < fl.ch_count; ++i) {
           s.fill_cap[ch[i]] = std::max(0.0, s.fill_cap[ch[i]] - share);
           --s.fill_count[ch[i]];
@@ -801,6 +827,7 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
     s.flow_dest.clear();
     s.flow_ch.clear();
     s.live.clear();
+    s.active_list.clear();
     s.net_last = 0;
     for (int32_t i = P - 1; i >= 1; --i) tree[i] = better(tree[2 * i], tree[2 * i + 1]);
     if (P == 1) tree[1] = 0;
