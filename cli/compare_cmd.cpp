@@ -1,7 +1,6 @@
 // placelab compare --graph G --cluster C [--placers a,b,c] [--seed S] [--json] [--list]
 #include <algorithm>
 #include <memory>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -25,10 +24,7 @@ struct CompareArgs {
 };
 
 std::vector<std::string> split_names(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream in(text);
-  for (std::string name; std::getline(in, name, ',');)
-    if (!name.empty()) out.push_back(name);
+  std::vector<std::string> out = policy::split_placer_names(text);
   if (out.empty()) throw Error(fmt::format("compare: --placers \"{}\" names no placer (e.g. --placers heft,metis)", text));
   return out;
 }

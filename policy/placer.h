@@ -60,6 +60,9 @@ const std::vector<PlacerInfo>& placers();
 /** The placer called `name`; throws placelab::Error listing the known names otherwise. */
 std::unique_ptr<Placer> make_placer(std::string_view name);
 
+/** Placer names from a comma-separated list ("heft, metis" -> {"heft", "metis"}); blanks and empty items dropped. */
+std::vector<std::string> split_placer_names(std::string_view text);
+
 /**
  * Reads `options` (a JSON object) for placer `placer`: throws placelab::Error for a non-object or a key
  * outside `known`, naming the placer and listing the known keys.

@@ -1,4 +1,7 @@
 // The table of placers. Adding a placer: implement Placer in its own file and add one row here.
+#include <algorithm>
+#include <string>
+
 #include <fmt/format.h>
 
 #include "graphs/error.h"
@@ -42,6 +45,19 @@ std::unique_ptr<Placer> make_placer(std::string_view name) {
     known += (known.empty() ? "" : ", ") + p.name;
   }
   throw Error(fmt::format("unknown placer \"{}\" (known placers: {})", name, known));
+}
+
+std::vector<std::string> split_placer_names(std::string_view text) {
+  std::vector<std::string> names;
+  size_t begin = 0;
+  while (begin <= text.size()) {
+    const size_t end = std::min(text.find(',', begin), text.size());
+    std::string name(text.substr(begin, end - begin));
+    std::erase(name, ' ');
+    if (!name.empty()) names.push_back(std::move(name));
+    begin = end + 1;
+  }
+  return names;
 }
 
 void check_options(std::string_view placer, const nlohmann::json& options,

@@ -53,20 +53,6 @@ bool bool_option(const nlohmann::json& options, std::string_view key, bool fallb
   return it->get<bool>();
 }
 
-// The placer names of options.warm_start ("heft,metis" -> {"heft", "metis"}; blanks ignored).
-std::vector<std::string> warm_start_placers(const GdpOptions& o) {
-  std::vector<std::string> names;
-  size_t begin = 0;
-  while (begin <= o.warm_start.size()) {
-    const size_t end = std::min(o.warm_start.find(',', begin), o.warm_start.size());
-    std::string name = o.warm_start.substr(begin, end - begin);
-    std::erase(name, ' ');
-    if (!name.empty()) names.push_back(std::move(name));
-    begin = end + 1;
-  }
-  return names;
-}
-
 // [U*D, 1] pair scores (row u*D + d) -> [U, D]: one gather per device column (D is small).
 Tensor pairs_to_matrix(const Tensor& scores, Index units, Index devices) {
   if (devices == 1) return scores;
@@ -126,7 +112,7 @@ GdpOptions gdp_options_from_json(const nlohmann::json& options) {
     }
     o.warm_start = it->get<std::string>();
   }
-  const std::vector<std::string> warm_placers = warm_start_placers(o);
+  const std::vector<std::string> warm_placers = policy::split_placer_names(o.warm_start);
   for (const std::string& name : warm_placers) {
     policy::make_placer(name);  // throws listing the known placers
     if (std::any_of(rl::learners().begin(), rl::learners().end(), [&](const auto& l) { return l.name == name; }))
@@ -277,7 +263,7 @@ GdpLearner::GdpLearner(const GdpOptions& options, uint64_t seed)
 const std::vector<int32_t>& GdpLearner::warm_target(const rl::Task& task) {
   if (auto it = warm_targets_.find(task.name); it != warm_targets_.end()) return it->second;
   const Problem& problem = *task.problem;
-  const std::vector<std::string> names = warm_start_placers(options_);
+  const std::vector<std::string> names = policy::split_placer_names(options_.warm_start);
   std::vector<std::vector<int32_t>> candidates;
   for (const std::string& name : names)
     candidates.push_back(policy::make_placer(name)->place(policy::PlaceRequest{*task.simulator}).device_of);

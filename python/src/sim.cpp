@@ -143,14 +143,15 @@ void check_device(const Cluster& c, int64_t d) {
   }
 }
 
-// The ops of a Python move, checked against the placement's length; `device` is checked here for its
-// type's range and by the simulator for the cluster's.
+// The ops of a Python move as OpIds, range-checked before the narrowing casts (the simulator checks the
+// device against the cluster).
 std::vector<graphs::OpId> move_ops(const sim::IncrementalSimulator& inc, const std::vector<int64_t>& ops, int64_t device) {
+  if (device < 0 || device > INT32_MAX) throw Error(fmt::format("move: device {} is out of range", device));
   std::vector<graphs::OpId> out;
   out.reserve(ops.size());
   for (int64_t op : ops) {
-    if (op < 0 || op >= static_cast<int64_t>(inc.placement().size()) || device < 0 || device > INT32_MAX)
-      throw Error(fmt::format("move: op {} or device {} is out of range", op, device));
+    if (op < 0 || op >= static_cast<int64_t>(inc.placement().size()))
+      throw Error(fmt::format("move: op {} is out of range (the placement has {} ops)", op, inc.placement().size()));
     out.push_back(static_cast<graphs::OpId>(op));
   }
   return out;

@@ -132,6 +132,13 @@ TEST_CASE("policy::classic placers: bad options are errors naming the placer and
   CHECK_THROWS_WITH(policy::make_placer("no_such"), Catch::Contains("round_robin"));
 }
 
+TEST_CASE("policy::split_placer_names: commas separate, blanks and empty items are dropped", "[policy]") {
+  CHECK(policy::split_placer_names("heft, metis,,m_etf ") == std::vector<std::string>{"heft", "metis", "m_etf"});
+  CHECK(policy::split_placer_names("heft") == std::vector<std::string>{"heft"});
+  CHECK(policy::split_placer_names(" , ").empty());
+  CHECK(policy::split_placer_names("").empty());
+}
+
 TEST_CASE("policy::annealing: never worse than its start, and it searches", "[policy]") {
   const graphs::Graph g = graphs::expand_training(graphs::zoo::make_model("random_dag", {{"ops", 150}}));
   const sim::Cluster c = sim::make_preset("v100-pcie-4");
