@@ -277,16 +277,24 @@ void BM_MoveFootprint(benchmark::State& state) {
   };
   const std::vector<double> base = starts(s.random[0]);
   std::mt19937_64 rng(7);
-  double changed = 0;
+  std::vector<double> changed;
   for (auto _ : state) {
     std::vector<int32_t> place = s.random[0];
     place[rng() % static_cast<uint64_t>(n)] = static_cast<int32_t>(rng() % static_cast<uint64_t>(s.cluster.num_devices()));
     const std::vector<double> moved = starts(place);
     int64_t differ = 0;
     for (int32_t op = 0; op < n; ++op) differ += moved[op] != base[op];
-    changed += static_cast<double>(differ) / n;
+    changed.push_back(static_cast<double>(differ) / n);
   }
-  state.counters["changed"] = changed / static_cast<double>(state.iterations());
+  // The mean bounds the average speedup; the quantiles show how uneven moves are.
+  double sum = 0;
+  for (double c : changed) sum += c;
+  std::sort(changed.begin(), changed.end());
+  auto quantile = [&](double q) { return changed[static_cast<size_t>(q * static_cast<double>(changed.size() - 1))]; };
+  state.counters["changed"] = sum / static_cast<double>(changed.size());
+  state.counters["changed_p25"] = quantile(0.25);
+  state.counters["changed_median"] = quantile(0.5);
+  state.counters["changed_p75"] = quantile(0.75);
 }
 BENCHMARK(BM_MoveFootprint)->Iterations(40)->Unit(benchmark::kMillisecond);
 
