@@ -303,6 +303,17 @@ Simulator::Simulator(const graphs::Graph& graph, const Cluster& cluster, std::sh
     rank_[op] = mean / static_cast<double>(D) + best;
   }
 
+  // Memory is counted in whole bytes in 64-bit integers (exact sums in any order): all the bytes a run
+  // may hold at once must fit, with room to spare.
+  double all_bytes = 0;
+  for (size_t op = 0; op < n; ++op) all_bytes += graph.param_bytes(op) + graph.output_bytes(op) + graph.temp_bytes(op);
+  for (graphs::EdgeId e = 0; e < graph.num_edges(); ++e) all_bytes += graph.edge_bytes(e);
+  constexpr double kMaxBytes = 0x1p62;
+  if (!(all_bytes <= kMaxBytes))
+    throw Error(fmt::format("simulator: graph \"{}\" has {:.3g} bytes of parameters, outputs, temporaries and "
+                            "transfers in all, more than the {:.3g} bytes memory accounting can hold; check the "
+                            "graph's byte amounts (they are bytes, not bits or elements)",
+                            graph.name(), all_bytes, kMaxBytes));
   info_.resize(n);
   param_bytes_.resize(n);
   in_degree_.resize(n);

@@ -371,6 +371,29 @@ TEST_CASE("sim::Simulator: invalid placements are errors naming the op", "[sim]"
   CHECK_THROWS_WITH(random_placement(sim, rng), Catch::Contains("pinned to kind \"cpu\" but cluster \"pair\" has none"));
 }
 
+TEST_CASE("sim::Simulator: byte amounts beyond exact memory accounting are an error, not a wrong peak", "[sim]") {
+  for (double huge : {1e19, 1e308}) {
+    graphs::GraphBuilder b("huge");
+    graphs::OpSpec a = op("a", 1, huge);
+    b.add_op(a);
+    b.add_op(op("b", 1));
+    b.add_edge(0, 1, 100);
+    graphs::Graph g = std::move(b).build();
+    Cluster c = pair_cluster(1, 0);
+    CHECK_THROWS_WITH(Simulator(g, c), Catch::Contains("graph \"huge\" has") && Catch::Contains("check the graph's byte amounts"));
+  }
+  graphs::GraphBuilder b("large");  // a petabyte still counts exactly
+  graphs::OpSpec a = op("a", 1, 1e15);
+  a.param_bytes = 1e15;
+  b.add_op(a);
+  graphs::Graph g = std::move(b).build();
+  Cluster c = pair_cluster(1, 0, 1e16);
+  Simulator sim(g, c);
+  SimResult r = sim.simulate(std::vector<int32_t>{0});
+  CHECK(r.device_peak_bytes[0] == 2e15);
+  CHECK_FALSE(r.oom);
+}
+
 TEST_CASE("sim::Simulator: invariants on seeded random graphs", "[sim]") {
   Cluster c = make_preset("v100-nvlink-8");
   for (uint64_t seed : {1, 2, 3}) {
