@@ -112,6 +112,7 @@ void JsonNode::check_fields(std::initializer_list<std::string_view> known) const
     if (ok) continue;
     std::string list;
     for (auto k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+    if (list.empty()) JsonNode(*value_, origin_, path_).fail(fmt::format("unknown field \"{}\" (none are accepted here)", key));
     JsonNode(*value_, origin_, path_).fail(fmt::format("unknown field \"{}\" (known fields: {})", key, list));
   }
 }

@@ -164,12 +164,12 @@ GroupedLearner::GroupedLearner(std::string name, const nlohmann::json& options, 
                                uint64_t seed)
     : init_rng_(seed), name_(std::move(name)), user_options_(options.is_null() ? nlohmann::json::object() : options),
       options_json_(nlohmann::json::object()), rng_(seed ^ 0x9E3779B97F4A7C15ull) {
-  if (!user_options_.is_object()) throw Error(fmt::format("{} options: expected a JSON object", name_));
+  if (!user_options_.is_object()) throw Error(fmt::format("placer {} options: expected a JSON object", name_));
   std::vector<std::string> known = kCommonKeys;
   known.insert(known.end(), own_keys.begin(), own_keys.end());
   for (const auto& item : user_options_.items()) {
     if (std::find(known.begin(), known.end(), item.key()) == known.end()) {
-      throw Error(fmt::format("{} options: unknown key \"{}\" (known: {})", name_, item.key(), join(known)));
+      throw Error(fmt::format("placer {} options: unknown field \"{}\" (known fields: {})", name_, item.key(), join(known)));
     }
   }
   opt_.groups = static_cast<int32_t>(option_int("groups", opt_.groups));
@@ -178,7 +178,7 @@ GroupedLearner::GroupedLearner(std::string name, const nlohmann::json& options, 
   opt_.lr = option_number("lr", opt_.lr);
   opt_.entropy = option_number("entropy", opt_.entropy);
   opt_.baseline_decay = option_number("baseline_decay", opt_.baseline_decay);
-  if (opt_.baseline_decay >= 1) throw Error(fmt::format("{} options: baseline_decay must be below 1", name_));
+  if (opt_.baseline_decay >= 1) throw Error(fmt::format("placer {} options: baseline_decay must be below 1", name_));
   opt_.max_grad_norm = option_number("max_grad_norm", opt_.max_grad_norm);
   opt_.ppo_epochs = static_cast<int32_t>(option_int("ppo_epochs", opt_.ppo_epochs));
   opt_.ppo_clip = option_number("ppo_clip", opt_.ppo_clip);
@@ -192,7 +192,7 @@ int64_t GroupedLearner::option_int(const std::string& key, int64_t fallback, int
   if (user_options_.contains(key)) {
     const auto& v = user_options_[key];
     if (!v.is_number_integer() || v.get<int64_t>() < min_value) {
-      throw Error(fmt::format("{} options: {} must be an integer >= {}", name_, key, min_value));
+      throw Error(fmt::format("placer {} options: {} must be an integer >= {}", name_, key, min_value));
     }
     value = v.get<int64_t>();
   }
@@ -205,7 +205,7 @@ double GroupedLearner::option_number(const std::string& key, double fallback, do
   if (user_options_.contains(key)) {
     const auto& v = user_options_[key];
     if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < min_value) {
-      throw Error(fmt::format("{} options: {} must be a number >= {}", name_, key, min_value));
+      throw Error(fmt::format("placer {} options: {} must be a number >= {}", name_, key, min_value));
     }
     value = v.get<double>();
   }
@@ -218,7 +218,7 @@ void GroupedLearner::set_params(nn::ParamList<float> params) {
   if (user_options_.contains("algorithm")) {
     const auto& v = user_options_["algorithm"];
     if (!v.is_string() || (v.get<std::string>() != "reinforce" && v.get<std::string>() != "ppo")) {
-      throw Error(fmt::format("{} options: algorithm must be \"reinforce\" or \"ppo\"", name_));
+      throw Error(fmt::format("placer {} options: algorithm must be \"reinforce\" or \"ppo\"", name_));
     }
     opt_.algorithm = v.get<std::string>();
   }

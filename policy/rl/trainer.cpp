@@ -220,7 +220,13 @@ std::unique_ptr<Learner> learner_from_checkpoint(const nlohmann::json& doc, cons
   try {
     learner = make_learner(doc["policy"].get<std::string>(), options, seed);
   } catch (const Error& e) {
-    throw Error(fmt::format("{}: policy: {}", origin, e.what()));
+    // The checkpoint's fault only if its own options fail too; else an option given over it did.
+    try {
+      make_learner(doc["policy"].get<std::string>(), doc["options"], seed);
+    } catch (const Error&) {
+      throw Error(fmt::format("{}: policy: {}", origin, e.what()));
+    }
+    throw;
   }
   load_saved_state(*learner, doc, origin);
   return learner;

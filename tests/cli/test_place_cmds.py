@@ -53,6 +53,14 @@ def test_place_errors_name_the_fix():
     assert bad.returncode == 1 and "stepz" in bad.stderr and "steps" in bad.stderr
     bad = placelab("place", "--placer", "annealing", "--options", '{"steps": "many"}', check=False)
     assert bad.returncode == 1 and "steps" in bad.stderr and "integer" in bad.stderr
+    bad = placelab("place", "--placer", "heft", "--options", '{"steps": 3}', check=False)
+    assert bad.returncode == 1 and 'placer heft options: unknown field "steps" (none are accepted here)' in bad.stderr
+    # An unknown option given over the embedded checkpoint is the caller's, not the checkpoint's.
+    bad = placelab("place", "--graph", GRAPH, "--placer", "gdp", "--options", '{"hiden": 8}', check=False)
+    assert bad.returncode == 1 and 'placer gdp options: unknown field "hiden"' in bad.stderr
+    assert "checkpoint" not in bad.stderr
+    bad = placelab("place", "--graph", GRAPH, "--placer", "hdp", "--options", '{"lr": -1}', check=False)
+    assert bad.returncode == 1 and "placer hdp options: lr must be a number >= 0" in bad.stderr
 
 
 def test_compare_table_and_json():
