@@ -75,10 +75,18 @@ void run(const TrainArgs& a) {
 
   rl::RewardOptions reward;
   if (options.contains("reward")) {
-    reward = rl::reward_options_from_json(options["reward"], "--options.reward");
+    const bool saved = a.resume && a.options.empty();
+    reward = rl::reward_options_from_json(options["reward"], saved ? rl::checkpoint_file(a.checkpoint) + ": reward saved there"
+                                                                   : std::string("--options.reward"));
     options.erase("reward");
   }
-  std::unique_ptr<rl::Learner> learner = rl::make_learner(policy, options, a.seed);  // bad names and options first
+  std::unique_ptr<rl::Learner> learner;  // bad names and options first
+  try {
+    learner = rl::make_learner(policy, options, a.seed);
+  } catch (const Error& e) {
+    if (!a.resume || !a.options.empty()) throw;  // the flag's options: their error says so
+    throw Error(fmt::format("{}: options saved there: {}", rl::checkpoint_file(a.checkpoint), e.what()));
+  }
 
   auto cluster = std::make_shared<const sim::Cluster>(sim::load_cluster(a.cluster));
   std::vector<rl::Task> tasks;

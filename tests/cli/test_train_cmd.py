@@ -114,6 +114,12 @@ def test_train_errors_name_the_fix(tmp_path):
     assert "same graphs" in error("--graphs", "random_dag:ops=8", "--cluster", CLUSTER, "--checkpoint", str(run),
                                   "--resume", "--steps", "2")
     checkpoint = run / "checkpoint.json"
+    # Bad options saved in a checkpoint (edited by hand) are named as the checkpoint's.
+    saved = json.loads(checkpoint.read_text())
+    saved["options"]["hidden"] = -3
+    checkpoint.write_text(json.dumps(saved))
+    message = error("--graphs", GRAPHS, "--cluster", CLUSTER, "--checkpoint", str(run), "--resume")
+    assert f"{checkpoint}: options saved there: placer hdp options: hidden" in message
     checkpoint.write_text(checkpoint.read_text()[:100])
     message = error("--graphs", GRAPHS, "--cluster", CLUSTER, "--checkpoint", str(run), "--resume")
     assert str(checkpoint) in message and "truncated" in message
