@@ -73,19 +73,21 @@ void run(const TrainArgs& a) {
   if (a.steps < -1) throw Error(fmt::format("train: --steps {} must be >= 0", a.steps));
   if (!(a.minutes >= 0) || !std::isfinite(a.minutes)) throw Error(fmt::format("train: --minutes {} must be >= 0", a.minutes));
 
+  // Errors in options taken from the checkpoint name it; the flag's name themselves.
+  const bool saved_options = a.resume && a.options.empty();
+  const std::string saved_where = saved_options ? rl::checkpoint_file(a.checkpoint) : "";
   rl::RewardOptions reward;
   if (options.contains("reward")) {
-    const bool saved = a.resume && a.options.empty();
-    reward = rl::reward_options_from_json(options["reward"], saved ? rl::checkpoint_file(a.checkpoint) + ": reward saved there"
-                                                                   : std::string("--options.reward"));
+    reward = rl::reward_options_from_json(options["reward"],
+                                          saved_options ? saved_where + ": reward saved there" : "--options.reward");
     options.erase("reward");
   }
   std::unique_ptr<rl::Learner> learner;  // bad names and options first
   try {
     learner = rl::make_learner(policy, options, a.seed);
   } catch (const Error& e) {
-    if (!a.resume || !a.options.empty()) throw;  // the flag's options: their error says so
-    throw Error(fmt::format("{}: options saved there: {}", rl::checkpoint_file(a.checkpoint), e.what()));
+    if (!saved_options) throw;
+    throw Error(fmt::format("{}: options saved there: {}", saved_where, e.what()));
   }
 
   auto cluster = std::make_shared<const sim::Cluster>(sim::load_cluster(a.cluster));

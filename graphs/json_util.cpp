@@ -112,8 +112,8 @@ void JsonNode::check_fields(std::initializer_list<std::string_view> known) const
     if (ok) continue;
     std::string list;
     for (auto k : known) list += (list.empty() ? "" : ", ") + std::string(k);
-    if (list.empty()) JsonNode(*value_, origin_, path_).fail(fmt::format("unknown field \"{}\" (none are accepted here)", key));
-    JsonNode(*value_, origin_, path_).fail(fmt::format("unknown field \"{}\" (known fields: {})", key, list));
+    const std::string hint = list.empty() ? "none are accepted here" : "known fields: " + list;
+    JsonNode(*value_, origin_, path_).fail(fmt::format("unknown field \"{}\" ({})", key, hint));
   }
 }
 
