@@ -1,8 +1,8 @@
 // Speed of the simulator on a 50k-op graph (8-layer GNMT training from the zoo) on 8 GPUs: one full
 // simulation (random and contiguous placements) against a bare topological sweep, batch scaling over
 // threads (wall and CPU time), incremental one-op moves (uniformly random, Placeto-style sweeps in
-// topological order, late ops) and how much of the schedule one move changes. Results and the command
-// are recorded in bench/results/sim.md.
+// topological order, late ops), unit moves, rejected moves reverted by undo, and how much of the
+// schedule one move changes. Results and the command are recorded in bench/results/sim.md.
 //   build/<dir>/bench/bm_sim --benchmark_counters_tabular=true
 #include <algorithm>
 #include <ctime>
@@ -196,13 +196,18 @@ BENCHMARK(BM_IncrementalMove)->Arg(4)->Arg(16)->Arg(64)->Unit(benchmark::kMillis
 // A placer's unit move (annealing, Placeto): all ops of a random colocation class (2-3 ops in this
 // training graph: a forward op and its gradients) to a random device, op by op (state.range(0) == 0,
 // as before group moves existed) or as one group move (1). Results are equal; time is per unit move.
-void BM_IncrementalUnitMove(benchmark::State& state) {
-  Setup& s = setup();
+std::vector<std::vector<graphs::OpId>> colocation_classes(const graphs::Graph& graph) {
   std::map<int32_t, std::vector<graphs::OpId>> by_class;
-  for (graphs::OpId op = 0; op < s.graph.num_ops(); ++op)
-    if (s.graph.colocation(op) != graphs::kNoClass) by_class[s.graph.colocation(op)].push_back(op);
+  for (graphs::OpId op = 0; op < graph.num_ops(); ++op)
+    if (graph.colocation(op) != graphs::kNoClass) by_class[graph.colocation(op)].push_back(op);
   std::vector<std::vector<graphs::OpId>> classes;
   for (auto& [c, ops] : by_class) classes.push_back(std::move(ops));
+  return classes;
+}
+
+void BM_IncrementalUnitMove(benchmark::State& state) {
+  Setup& s = setup();
+  const std::vector<std::vector<graphs::OpId>> classes = colocation_classes(s.graph);
   sim::IncrementalSimulator inc(*s.sim, s.random[0]);
   std::mt19937_64 rng(7);
   const bool group = state.range(0) == 1;
@@ -219,6 +224,30 @@ void BM_IncrementalUnitMove(benchmark::State& state) {
   state.counters["ops_per_move"] = static_cast<double>(s.graph.num_ops()) / static_cast<double>(classes.size());
 }
 BENCHMARK(BM_IncrementalUnitMove)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+
+// A rejected local-search step (annealing at a low temperature): a random unit moves to a random other
+// device and back, by moving it back (state.range(0) == 0, what annealing did before undo existed) or by
+// undo() (1). Both end in the same state; time is per rejected step.
+void BM_IncrementalRejectedMove(benchmark::State& state) {
+  Setup& s = setup();
+  const std::vector<std::vector<graphs::OpId>> classes = colocation_classes(s.graph);
+  sim::IncrementalSimulator inc(*s.sim, s.random[0]);
+  std::mt19937_64 rng(7);
+  const auto D = static_cast<uint64_t>(s.cluster.num_devices());
+  const bool undo = state.range(0) == 1;
+  for (auto _ : state) {
+    const std::vector<graphs::OpId>& ops = classes[rng() % classes.size()];
+    const int32_t from = inc.placement()[ops[0]];
+    const auto to = static_cast<int32_t>((static_cast<uint64_t>(from) + 1 + rng() % (D - 1)) % D);
+    benchmark::DoNotOptimize(inc.move(ops, to).step_time_s);
+    if (undo) {
+      inc.undo();
+    } else {
+      inc.move(ops, from);
+    }
+  }
+}
+BENCHMARK(BM_IncrementalRejectedMove)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 // Placeto's episode: ops move to random devices one after another in topological order. A benchmark
 // sees a few hundred moves, not a 52k-move episode, so consecutive moves step 101 ops along the order:

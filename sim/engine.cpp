@@ -241,6 +241,18 @@ struct SimCheckpoints {
   }
 };
 
+// What the last incremental move replaced, swapped aside (not copied) so that undo() can put it back.
+struct SimUndo {
+  bool valid = false;
+  std::vector<IncrementalSimulator::Moved> moved;  // empty: the move changed nothing
+  size_t kept = 0;                 // saved states the move kept (relocated in place)
+  size_t count = 0;                // saved states before the move
+  std::vector<SimScratch> saved;   // the states from `kept` on, as they were
+  SimScratchPtr state;
+  SimResult result;
+  double replayed_fraction = 1;
+};
+
 nlohmann::json result_to_json(const SimResult& r, const Cluster& c) {
   nlohmann::json devices = nlohmann::json::array(), links = nlohmann::json::array();
   for (int32_t d = 0; d < c.num_devices(); ++d)
@@ -494,7 +506,8 @@ void Simulator::simulate_batch(std::span<const std::vector<int32_t>> placements,
 
 IncrementalSimulator::IncrementalSimulator(const Simulator& simulator, std::vector<int32_t> device_of,
                                            int32_t checkpoints)
-    : sim_(&simulator), device_of_(std::move(device_of)), checkpoints_(std::make_unique<SimCheckpoints>()) {
+    : sim_(&simulator), device_of_(std::move(device_of)), checkpoints_(std::make_unique<SimCheckpoints>()),
+      undo_(std::make_unique<SimUndo>()) {
   sim_->check_placement(device_of_);
   if (checkpoints < 1) throw Error(fmt::format("incremental simulator: {} checkpoints, need at least 1", checkpoints));
   checkpoints_->interval = std::max<int64_t>(1, 2 * static_cast<int64_t>(sim_->num_ops()) / checkpoints);
@@ -505,12 +518,12 @@ IncrementalSimulator::IncrementalSimulator(const Simulator& simulator, std::vect
 
 IncrementalSimulator::~IncrementalSimulator() = default;
 
-void IncrementalSimulator::relocate(SimScratch& s, std::span<const Moved> moved, int32_t to) const {
+void IncrementalSimulator::relocate(SimScratch& s, std::span<const Moved> moved) const {
   // Resident bytes are a constant offset over the whole prefix, so its peaks move by the same amount.
   const int32_t D = sim_->num_devices();
   std::vector<int32_t>& change = s.dest_count;  // per-device scratch, free between runs: ops gained
   std::fill(change.begin(), change.begin() + D, 0);
-  for (const auto [op, from] : moved) {
+  for (const auto [op, from, to] : moved) {
     const int64_t param = sim_->param_bytes_[op];
     s.mem_s[from] -= param;
     s.peak_s[from] -= param;
@@ -550,10 +563,15 @@ const SimResult& IncrementalSimulator::move(std::span<const graphs::OpId> ops, i
   moved_.clear();
   for (graphs::OpId op : ops) {
     if (device_of_[op] == device) continue;  // also skips an op listed twice
-    moved_.push_back(Moved{op, device_of_[op]});
+    moved_.push_back(Moved{op, device_of_[op], device});
     device_of_[op] = device;
   }
-  if (moved_.empty()) return result_;
+  SimUndo& undo = *undo_;
+  if (moved_.empty()) {
+    undo.valid = true;
+    undo.moved.clear();
+    return result_;
+  }
   try {
     sim.check_placement(device_of_);
   } catch (const Error&) {
@@ -573,6 +591,17 @@ const SimResult& IncrementalSimulator::move(std::span<const graphs::OpId> ops, i
   SimCheckpoints& cps = *checkpoints_;
   size_t usable = 0;  // saved states taken no later than `first`
   while (first >= 0 && usable < cps.count && cps.saved[usable].events <= first) ++usable;
+  // Keep what the move replaces for undo(): the saved states it drops, the final state, the result.
+  undo.valid = true;
+  undo.moved = moved_;
+  undo.kept = usable;
+  undo.count = cps.count;
+  undo.replayed_fraction = replayed_fraction_;
+  if (undo.saved.size() < cps.count - usable) undo.saved.resize(cps.count - usable);
+  for (size_t j = usable; j < cps.count; ++j) std::swap(cps.saved[j], undo.saved[j - usable]);
+  if (!undo.state) undo.state = sim.make_scratch();
+  std::swap(state_, undo.state);
+  std::swap(result_, undo.result);
   if (usable == 0) {  // a source moved, or `first` comes before the first saved state
     cps.count = 0;
     cps.next = cps.interval;
@@ -583,12 +612,32 @@ const SimResult& IncrementalSimulator::move(std::span<const graphs::OpId> ops, i
   const size_t k = usable - 1;
   cps.count = k + 1;
   // Saved states up to k stay valid for the new placement once the moves are applied to them.
-  for (size_t j = 0; j <= k; ++j) relocate(cps.saved[j], moved_, device);
+  for (size_t j = 0; j <= k; ++j) relocate(cps.saved[j], moved_);
   SimScratch& s = *state_;
   s = cps.saved[k];
   cps.next = s.events + cps.interval;
   replayed_fraction_ = total_events > 0 ? 1.0 - static_cast<double>(s.events) / static_cast<double>(total_events) : 1;
   sim.run(device_of_, s, result_, nullptr, &cps, false);
+  return result_;
+}
+
+const SimResult& IncrementalSimulator::undo() {
+  SimUndo& undo = *undo_;
+  if (!undo.valid) throw Error("incremental undo: nothing to revert (undo reverts the last move, once)");
+  undo.valid = false;
+  if (undo.moved.empty()) return result_;
+  moved_.clear();
+  for (const Moved& m : undo.moved) {
+    device_of_[m.op] = m.from;
+    moved_.push_back(Moved{m.op, m.to, m.from});
+  }
+  SimCheckpoints& cps = *checkpoints_;
+  for (size_t j = 0; j < undo.kept; ++j) relocate(cps.saved[j], moved_);
+  for (size_t j = undo.kept; j < undo.count; ++j) std::swap(cps.saved[j], undo.saved[j - undo.kept]);
+  cps.count = undo.count;
+  std::swap(state_, undo.state);
+  std::swap(result_, undo.result);
+  replayed_fraction_ = undo.replayed_fraction;
   return result_;
 }
 

@@ -68,6 +68,7 @@ class SimObserver {
 /** Per-thread working memory of simulate(); make one with Simulator::make_scratch(). */
 struct SimScratch;
 struct SimCheckpoints;
+struct SimUndo;
 struct ScratchPool;
 struct SimScratchDeleter {
   void operator()(SimScratch* s) const;
@@ -188,16 +189,24 @@ class IncrementalSimulator {
    * one per op. Throws placelab::Error for an invalid move, and then changes nothing.
    */
   const SimResult& move(std::span<const graphs::OpId> ops, int32_t device);
+  /**
+   * Reverts the last move (the last call of move() that returned) without simulating: the state it
+   * replaced was kept, so the placement, result and saved states are again exactly those before it.
+   * A local search that rejects a move pays one replay for it instead of two. Throws placelab::Error
+   * when there is nothing to revert (no move yet, or it was reverted already).
+   */
+  const SimResult& undo();
   /** Fraction of the events of a full run that the last move replayed (1 for a full run). */
   double last_replayed_fraction() const { return replayed_fraction_; }
 
  private:
+  friend struct SimUndo;
   struct Moved {
     graphs::OpId op;
-    int32_t from;
+    int32_t from, to;
   };
-  /** Applies the moves of `moved` to `to` to a saved state from before any of their inputs was produced. */
-  void relocate(SimScratch& s, std::span<const Moved> moved, int32_t to) const;
+  /** Applies `moved` to a saved state from before any of their ops' inputs was produced. */
+  void relocate(SimScratch& s, std::span<const Moved> moved) const;
 
   const Simulator* sim_;
   std::vector<int32_t> device_of_;
@@ -205,7 +214,8 @@ class IncrementalSimulator {
   SimScratchPtr state_;
   SimResult result_;
   double replayed_fraction_ = 1;
-  std::vector<Moved> moved_;  // the ops the current move changes, kept to avoid allocating per move
+  std::vector<Moved> moved_;      // the ops the current move changes, kept to avoid allocating per move
+  std::unique_ptr<SimUndo> undo_;  // what the last move replaced
 };
 
 }  // namespace placelab::sim

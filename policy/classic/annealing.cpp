@@ -58,7 +58,6 @@ class AnnealingPlacer final : public Placer {
     double current = start_cost, best = start_cost;
     std::vector<int32_t> best_placement = start;
     int64_t done = 0, accepted = 0, improved = 0;
-    auto move_unit = [&](int32_t u, int32_t d) -> const sim::SimResult& { return state.move(units.ops(u), d); };
     for (; done < steps && !movable.empty(); ++done) {
       if (seconds > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() >= seconds) break;
       const int32_t u = movable[uniform_index(rng, static_cast<int32_t>(movable.size()))];
@@ -67,7 +66,7 @@ class AnnealingPlacer final : public Placer {
       size_t k = static_cast<size_t>(uniform_index(rng, static_cast<int32_t>(allowed[u].size()) - 1));
       if (allowed[u][k] >= from) ++k;
       const int32_t to = allowed[u][k];
-      const double cost = cost_of(move_unit(u, to), c);
+      const double cost = cost_of(state.move(units.ops(u), to), c);
       const double delta = cost - current;
       // Geometric cooling from `temperature` (a fraction of the start cost) to 1% of it over the steps.
       const double t = temperature * start_cost * std::pow(0.01, static_cast<double>(done) / static_cast<double>(steps));
@@ -80,7 +79,7 @@ class AnnealingPlacer final : public Placer {
           ++improved;
         }
       } else {
-        move_unit(u, from);
+        state.undo();  // exact, with no second replay
       }
       if (steps >= 10 && (done + 1) % (steps / 10) == 0)
         request.report(fmt::format("step {} of {}: best {:.6g} s", done + 1, steps, best));

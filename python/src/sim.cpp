@@ -407,7 +407,10 @@ void init_sim(py::module_& m) {
       .def("move", [](sim::IncrementalSimulator& inc, const std::vector<int64_t>& ops, int64_t device) {
         return result_dict(inc.move(move_ops(inc, ops, device), static_cast<int32_t>(device)));
       }, py::arg("ops"), py::arg("device"),
-         "Moves every op of `ops` (a colocation group) to `device`, re-simulating once; returns the simulate() dict.");
+         "Moves every op of `ops` (a colocation group) to `device`, re-simulating once; returns the simulate() dict.")
+      .def("undo", [](sim::IncrementalSimulator& inc) { return result_dict(inc.undo()); },
+           "Reverts the last move exactly, without simulating (a rejected local-search move costs one replay, not "
+           "two); returns the simulate() dict. Raises ValueError when there is nothing to revert.");
 }
 
 }  // namespace placelab::python

@@ -261,6 +261,15 @@ def test_incremental_moves_equal_full_runs(simulator):
     with pytest.raises(ValueError, match="device"):
         inc.move([3, 4], 17)
     assert np.array_equal(inc.placement, p)
+    # undo reverts the last move exactly, once.
+    before = inc.result
+    inc.move([5, 6], 3)
+    r = inc.undo()
+    assert np.array_equal(inc.placement, p)
+    for key, value in before.items():
+        assert np.array_equal(r[key], value), key
+    with pytest.raises(ValueError, match="nothing to revert"):
+        inc.undo()
 
 
 def test_profile_cost_model(graph, cluster):

@@ -497,6 +497,37 @@ TEST_CASE("sim::IncrementalSimulator: every move equals a full simulation, bit f
   CHECK(inc.placement()[5] == 0);  // a refused move changes nothing
 }
 
+TEST_CASE("sim::IncrementalSimulator: undo reverts the last move exactly, and later moves stay exact", "[sim]") {
+  graphs::Graph g = random_dag(300, 13);
+  for (const SimOptions& options : {SimOptions{}, SimOptions{.priority = Priority::rank, .share_bandwidth = true}}) {
+    Cluster c = make_preset("v100-nvlink-4");
+    Simulator sim(g, c, default_cost_model(), options);
+    std::mt19937_64 rng(13);
+    IncrementalSimulator inc(sim, random_placement(sim, rng), 4);
+    CHECK_THROWS_WITH(inc.undo(), Catch::Contains("nothing to revert"));
+    for (int step = 0; step < 40; ++step) {
+      const std::vector<int32_t> before(inc.placement().begin(), inc.placement().end());
+      const SimResult expected = inc.result();
+      // Single ops (sources too) and groups of three, as annealing moves them.
+      std::vector<graphs::OpId> ops = {step % 8 == 0 ? 0 : static_cast<graphs::OpId>(rng() % 300)};
+      if (step % 3 == 1) ops.push_back(static_cast<graphs::OpId>(rng() % 300)), ops.push_back(ops[0] / 2);
+      const auto device = static_cast<int32_t>(rng() % 4);
+      inc.move(ops, device);
+      if (rng() % 2 == 0) {
+        require_same(inc.undo(), expected);
+        CHECK(std::equal(before.begin(), before.end(), inc.placement().begin()));
+        CHECK_THROWS_WITH(inc.undo(), Catch::Contains("nothing to revert"));
+      }
+      require_same(inc.result(), sim.simulate(inc.placement()));
+    }
+    // A move that changes nothing is undone as nothing.
+    const std::vector<int32_t> now(inc.placement().begin(), inc.placement().end());
+    inc.move(7, now[7]);
+    require_same(inc.undo(), sim.simulate(now));
+    CHECK_THROWS(inc.undo());
+  }
+}
+
 TEST_CASE("sim::IncrementalSimulator: a group move equals a full simulation and replays once", "[sim]") {
   graphs::Graph g = random_dag(300, 12);
   for (const auto& [preset, options] : std::vector<std::pair<const char*, SimOptions>>{
