@@ -191,7 +191,7 @@ void BM_IncrementalMove(benchmark::State& state) {
   state.counters["replayed"] = replayed / static_cast<double>(state.iterations());
   report(state, state.iterations());
 }
-BENCHMARK(BM_IncrementalMove)->Arg(4)->Arg(16)->Arg(64)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_IncrementalMove)->Arg(4)->Arg(8)->Arg(16)->Arg(64)->Unit(benchmark::kMillisecond);
 
 // A placer's unit move (annealing, Placeto): all ops of a random colocation class (2-3 ops in this
 // training graph: a forward op and its gradients) to a random device, op by op (state.range(0) == 0,

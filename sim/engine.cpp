@@ -174,7 +174,9 @@ struct MemQueue {
 
 }  // namespace
 
-struct SimScratch {
+// A run's state but for its sparse arrays, which SimScratch adds: a saved state copies this whole and only
+// the used parts of those.
+struct SimDense {
   // per op, packed: one cache line serves two ops
   struct OpState {
     int32_t pending;     // inputs not yet produced
@@ -187,18 +189,16 @@ struct SimScratch {
   std::vector<int32_t> sending;  // per op, with bandwidth sharing: its transfers still under way
   // per in-slot: the transfer record that brought that input, -1 when local or a control edge
   std::vector<int32_t> xfer_of_in;
-  // per transfer record (one per destination device)
+  // a transfer record (one per destination device)
   struct Xfer {
     int32_t left;   // consumers on the destination that have not ended
     int64_t bytes;  // memory of the received copy, whole bytes
   };
-  std::vector<Xfer> xfer;
   // per device
   std::vector<int32_t> heap_off, heap_size, running, stamp, dest, dest_count, dest_xfer, tree;
   std::vector<double> free_s, next_s, dest_bytes, dest_comm_s, arrival_s;
   std::vector<int64_t> mem_s, peak_s;  // memory in whole bytes, so sums are exact in any order
   std::vector<int32_t> next_kind;
-  std::vector<ReadyEntry> heap, ranked;  // per-device segments at heap_off; ranked only for Priority::rank
   std::vector<int32_t> ranked_size;
   // Bandwidth sharing: transfers under way ("flows"), their destinations and channels.
   struct Flow {
@@ -217,7 +217,6 @@ struct SimScratch {
   std::vector<int32_t> chan_stamp, chan_list;
   MemQueue mem_events;
   std::vector<MemEvent> mem_now;     // allocations at the current instant, applied before later changes
-  std::vector<ReadyEntry> heap_tmp;  // re-layout of the heaps after an incremental move
   int32_t tree_leaves = 1;
   // progress, so that a run can stop and resume (incremental re-simulation)
   int64_t events = 0;
@@ -228,16 +227,45 @@ struct SimScratch {
   std::vector<int32_t> end_event;  // event index at which each op ended
 };
 
-// Saved states of one run, every `interval` events, for IncrementalSimulator.
+struct SimScratch : SimDense {
+  std::vector<Xfer> xfer;                // transfer records, num_xfers of them made so far
+  std::vector<ReadyEntry> heap, ranked;  // per-device segments at heap_off; ranked only for Priority::rank
+};
+
+// Saved states of one run, every `interval` events, for IncrementalSimulator. A saved state keeps the
+// dense part whole and of the sparse arrays only what is used, which halves the bytes a save and a
+// restore copy: the transfer records made so far, and each device's live ready heap, stored back to
+// back (so that moving ops between devices changes only the offsets of the full layout, heap_off).
 struct SimCheckpoints {
   int64_t interval = 1;
   int64_t next = 0;
   size_t count = 0;
   std::vector<SimScratch> saved;
+
   void save(const SimScratch& s) {
     if (count == saved.size()) saved.emplace_back();
-    saved[count++] = s;
+    SimScratch& out = saved[count++];
+    static_cast<SimDense&>(out) = s;
+    out.xfer.assign(s.xfer.begin(), s.xfer.begin() + s.num_xfers);
+    for (auto [full, compact, sizes] :
+         {std::tuple{&s.heap, &out.heap, &s.heap_size}, std::tuple{&s.ranked, &out.ranked, &s.ranked_size}}) {
+      compact->clear();
+      if (full->empty()) continue;
+      for (size_t d = 0; d < s.heap_off.size(); ++d)
+        compact->insert(compact->end(), full->begin() + s.heap_off[d], full->begin() + s.heap_off[d] + (*sizes)[d]);
+    }
     next = s.events + interval;
+  }
+  // Makes `s`, a full scratch from make_scratch(), the state `saved` holds.
+  static void restore(const SimScratch& saved, SimScratch& s) {
+    static_cast<SimDense&>(s) = saved;
+    std::copy(saved.xfer.begin(), saved.xfer.end(), s.xfer.begin());
+    for (auto [compact, full, sizes] : {std::tuple{&saved.heap, &s.heap, &saved.heap_size},
+                                        std::tuple{&saved.ranked, &s.ranked, &saved.ranked_size}}) {
+      if (full->empty()) continue;
+      for (size_t d = 0, taken = 0; d < saved.heap_off.size(); taken += (*sizes)[d++])
+        std::copy(compact->begin() + taken, compact->begin() + taken + (*sizes)[d], full->begin() + saved.heap_off[d]);
+    }
   }
 };
 
@@ -532,23 +560,13 @@ void IncrementalSimulator::relocate(SimScratch& s, std::span<const Moved> moved)
     --change[from];
     ++change[to];
   }
-  // Heap segments are sized by ops per device: lay them out again (the moved ops are in no heap yet).
-  std::vector<int32_t>& new_off = s.dest;  // per-device scratch too
+  // Heap segments are sized by ops per device (the moved ops are in no heap yet); a saved state stores
+  // them back to back, so only their offsets in the full layout change.
   for (int32_t d = 0, off = 0; d < D; ++d) {
-    new_off[d] = off;
-    off += (d + 1 < D ? s.heap_off[d + 1] : sim_->num_ops()) - s.heap_off[d] + change[d];
+    const int32_t ops = (d + 1 < D ? s.heap_off[d + 1] : sim_->num_ops()) - s.heap_off[d] + change[d];
+    s.heap_off[d] = off;
+    off += ops;
   }
-  for (auto [entries, sizes] : {std::pair{&s.heap, &s.heap_size}, std::pair{&s.ranked, &s.ranked_size}}) {
-    if (entries->empty()) continue;
-    s.heap_tmp.clear();
-    for (int32_t d = 0; d < D; ++d)
-      s.heap_tmp.insert(s.heap_tmp.end(), entries->begin() + s.heap_off[d], entries->begin() + s.heap_off[d] + (*sizes)[d]);
-    for (int32_t d = 0, taken = 0; d < D; ++d) {
-      std::copy(s.heap_tmp.begin() + taken, s.heap_tmp.begin() + taken + (*sizes)[d], entries->begin() + new_off[d]);
-      taken += (*sizes)[d];
-    }
-  }
-  std::copy(new_off.begin(), new_off.begin() + D, s.heap_off.begin());
 }
 
 const SimResult& IncrementalSimulator::move(graphs::OpId op, int32_t device) {
@@ -614,7 +632,7 @@ const SimResult& IncrementalSimulator::move(std::span<const graphs::OpId> ops, i
   // Saved states up to k stay valid for the new placement once the moves are applied to them.
   for (size_t j = 0; j <= k; ++j) relocate(cps.saved[j], moved_);
   SimScratch& s = *state_;
-  s = cps.saved[k];
+  SimCheckpoints::restore(cps.saved[k], s);
   cps.next = s.events + cps.interval;
   replayed_fraction_ = total_events > 0 ? 1.0 - static_cast<double>(s.events) / static_cast<double>(total_events) : 1;
   sim.run(device_of_, s, result_, nullptr, &cps, false);
