@@ -105,6 +105,15 @@ int JsonNode::check_header(std::string_view format, std::initializer_list<int> s
 }
 
 void JsonNode::check_fields(std::initializer_list<std::string_view> known) const {
+  check_known(std::span<const std::string_view>(known.begin(), known.size()));
+}
+
+void JsonNode::check_fields(const std::vector<std::string>& known) const {
+  const std::vector<std::string_view> names(known.begin(), known.end());
+  check_known(names);
+}
+
+void JsonNode::check_known(std::span<const std::string_view> known) const {
   expect_object();
   for (auto& [key, _] : value_->items()) {
     bool ok = false;

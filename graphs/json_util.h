@@ -4,8 +4,10 @@
 #pragma once
 
 #include <initializer_list>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -38,6 +40,7 @@ class JsonNode {
   int check_header(std::string_view format, std::initializer_list<int> supported) const;
   /** Throws if the object has a key not in `known`, naming it and listing the known ones. */
   void check_fields(std::initializer_list<std::string_view> known) const;
+  void check_fields(const std::vector<std::string>& known) const;
 
   bool has(std::string_view key) const;
   JsonNode at(std::string_view key) const;   // required member
@@ -56,6 +59,8 @@ class JsonNode {
   int64_t get_int(std::string_view key, int64_t fallback) const;
 
  private:
+  void check_known(std::span<const std::string_view> known) const;
+
   const json* value_;
   std::string origin_;
   std::string path_;

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "graphs/error.h"
+#include "graphs/json_util.h"
 #include "policy/learned/learners.h"
 #include "policy/nn/linear.h"
 #include "policy/nn/lstm.h"
@@ -142,12 +143,6 @@ const std::vector<std::string> kCommonKeys = {"groups",         "hidden",       
                                               "entropy",        "baseline_decay", "max_grad_norm", "algorithm",
                                               "ppo_epochs",     "ppo_clip",      "place_samples", "block_prior"};
 
-std::string join(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
-
 /** std of `a` around its mean (0 for fewer than two values). */
 double spread(std::span<const double> a) {
   if (a.size() < 2) return 0;
@@ -164,14 +159,9 @@ GroupedLearner::GroupedLearner(std::string name, const nlohmann::json& options, 
                                uint64_t seed)
     : init_rng_(seed), name_(std::move(name)), user_options_(options.is_null() ? nlohmann::json::object() : options),
       options_json_(nlohmann::json::object()), rng_(seed ^ 0x9E3779B97F4A7C15ull) {
-  if (!user_options_.is_object()) throw Error(fmt::format("placer {} options: expected a JSON object", name_));
   std::vector<std::string> known = kCommonKeys;
   known.insert(known.end(), own_keys.begin(), own_keys.end());
-  for (const auto& item : user_options_.items()) {
-    if (std::find(known.begin(), known.end(), item.key()) == known.end()) {
-      throw Error(fmt::format("placer {} options: unknown field \"{}\" (known fields: {})", name_, item.key(), join(known)));
-    }
-  }
+  io::JsonNode(user_options_, fmt::format("placer {} options", name_)).check_fields(known);
   opt_.groups = static_cast<int32_t>(option_int("groups", opt_.groups));
   opt_.hidden = static_cast<int32_t>(option_int("hidden", opt_.hidden));
   opt_.rollouts = static_cast<int32_t>(option_int("rollouts", opt_.rollouts));
