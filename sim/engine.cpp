@@ -19,6 +19,7 @@
 #include <tbb/parallel_for.h>
 
 #include "graphs/error.h"
+#include "sim/sharing.h"
 
 namespace placelab::sim {
 
@@ -200,18 +201,7 @@ struct SimDense {
   std::vector<int64_t> mem_s, peak_s;  // memory in whole bytes, so sums are exact in any order
   std::vector<int32_t> next_kind;
   std::vector<int32_t> ranked_size;
-  // Bandwidth sharing: transfers under way ("flows"), their destinations and channels.
-  struct Flow {
-    int32_t producer, src, dest_begin, dest_count, ch_begin, ch_count;
-    double bytes, remaining_bytes, rate, start_s, active_s, finish_s;  // active_s: latency paid
-  };
-  std::vector<Flow> flows;
-  std::vector<int32_t> flow_dest, flow_ch, live;
-  std::vector<int32_t> fill_count;  // all zero between reschedules
-  std::vector<double> fill_cap;
-  std::vector<int32_t> active_list, fill_list;  // channels crossed by active flows, ascending; those still filling
-  std::vector<int32_t> ch_begin, ch_end, ch_flows;  // per active channel, the flows crossing it
-  double net_last = 0;
+  SharedNetwork net;  // with bandwidth sharing: the transfers under way
   // per channel
   std::vector<double> chan_free_s, chan_busy_s, chan_bytes;
   std::vector<int32_t> chan_stamp, chan_list;
@@ -469,17 +459,7 @@ SimScratchPtr Simulator::make_scratch() const {
   while (s->tree_leaves < devices_ + (options_.share_bandwidth ? 1 : 0)) s->tree_leaves *= 2;
   if (options_.share_bandwidth) {
     s->sending.resize(n);
-    s->flows.reserve(m);
-    s->flow_dest.reserve(m);
-    s->flow_ch.reserve(m);
-    s->live.reserve(m);
-    s->fill_count.resize(C);
-    s->fill_cap.resize(C);
-    s->active_list.reserve(C);
-    s->fill_list.resize(C);
-    s->ch_begin.resize(C);
-    s->ch_end.resize(C);
-    s->ch_flows.reserve(m);
+    s->net.init(devices_, route_off_, route_ch_, channel_bandwidth_, m);
   }
   s->tree.resize(2 * static_cast<size_t>(s->tree_leaves));
   s->next_s.resize(s->tree_leaves);  // padded leaves of the tree are devices that never have an event
@@ -771,88 +751,11 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
     else s.mem_s[d] -= bytes;
   };
 
-  // Bandwidth sharing: progress of the flows up to t, and busy time of the channels they cross.
-  auto net_advance = [&](double t) {
-    const double dt = t - s.net_last;
-    if (dt > 0) {
-      for (int32_t f : s.live) {
-        SimScratch::Flow& fl = s.flows[f];
-        if (fl.active_s <= s.net_last) fl.remaining_bytes -= fl.rate * dt;
-      }
-      for (int32_t c : s.active_list) s.chan_busy_s[c] += dt;
-    }
-    s.net_last = t;
-  };
-  // Max-min fair rates of the active flows (progressive filling), then the next network event. A round
-  // finds the bottleneck among the channels still filling (in index order, as a scan of all would) and
-  // freezes the flows crossing it, found in per-channel lists built once per call (in live order).
-  auto net_reschedule = [&]() {
-    int32_t unfrozen = 0;
-    for (int32_t f : s.live) {
-      SimScratch::Flow& fl = s.flows[f];
-      if (fl.active_s > s.net_last) continue;
-      fl.rate = -1;
-      ++unfrozen;
-      for (int32_t i = 0; i < fl.ch_count; ++i) ++s.fill_count[s.flow_ch[fl.ch_begin + i]];
-    }
-    s.active_list.clear();
-    int32_t crossings = 0;
-    for (int32_t c = 0; c < channels_; ++c) {
-      if (s.fill_count[c] == 0) continue;
-      s.active_list.push_back(c);
-      s.fill_cap[c] = channel_bandwidth_[c];
-      s.ch_begin[c] = s.ch_end[c] = crossings;
-      crossings += s.fill_count[c];
-    }
-    if (s.ch_flows.size() < static_cast<size_t>(crossings)) s.ch_flows.resize(crossings);
-    for (int32_t f : s.live) {
-      const SimScratch::Flow& fl = s.flows[f];
-      if (fl.active_s > s.net_last) continue;
-      for (int32_t i = 0; i < fl.ch_count; ++i) s.ch_flows[s.ch_end[s.flow_ch[fl.ch_begin + i]]++] = f;
-    }
-    int32_t* filling = s.fill_list.data();
-    auto num_filling = static_cast<int32_t>(s.active_list.size());
-    std::copy(s.active_list.begin(), s.active_list.end(), filling);
-    while (unfrozen > 0) {
-      int32_t bottleneck = -1, kept = 0;
-      double share = kInf;
-      for (int32_t i = 0; i < num_filling; ++i) {
-        const int32_t c = filling[i];
-        if (s.fill_count[c] == 0) continue;
-        filling[kept++] = c;
-        if (s.fill_cap[c] / s.fill_count[c] < share) share = s.fill_cap[c] / s.fill_count[c], bottleneck = c;
-      }
-      num_filling = kept;
-      for (int32_t k = s.ch_begin[bottleneck]; k < s.ch_end[bottleneck]; ++k) {
-        SimScratch::Flow& fl = s.flows[s.ch_flows[k]];
-        if (fl.rate >= 0) continue;
-        fl.rate = share;
-        --unfrozen;
-        const int32_t* ch = s.flow_ch.data() + fl.ch_begin;
-        for (int32_t i = 0; i < fl.ch_count; ++i) {
-          s.fill_cap[ch[i]] = std::max(0.0, s.fill_cap[ch[i]] - share);
-          --s.fill_count[ch[i]];
-        }
-      }
-    }
-    double next = kInf;
-    for (int32_t f : s.live) {
-      SimScratch::Flow& fl = s.flows[f];
-      if (fl.active_s > s.net_last) {
-        next = std::min(next, fl.active_s);
-      } else {
-        fl.finish_s = fl.remaining_bytes <= 0 ? s.net_last : s.net_last + fl.remaining_bytes / fl.rate;
-        next = std::min(next, fl.finish_s);
-      }
-    }
-    s.next_s[D] = next;
-    tree_update(D);
-  };
-  // A flow has delivered its tensor: its consumers on the destinations have that input now.
-  auto net_deliver = [&](const SimScratch::Flow& fl, double t) {
+  // A transfer has delivered its tensor: its consumers on the destinations have that input now.
+  auto net_deliver = [&](int32_t f, double t) {
+    const SharedNetwork::Flow& fl = s.net.flow(f);
     const OpInfo& ip = info[fl.producer];
-    for (int32_t i = 0; i < fl.dest_count; ++i) {
-      const int32_t e = s.flow_dest[fl.dest_begin + i];
+    for (int32_t e : s.net.dests(fl)) {
       for (int32_t k = ip.out_begin; k < ip.out_end; ++k) {
         const OutSlot& o = outs[k];
         if (o.bytes <= 0 || device_of[o.dst] != e) continue;
@@ -900,13 +803,10 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
     s.mem_now.clear();
     for (int32_t i = 0; i < P; ++i) tree[P + i] = i;
     for (int32_t i = D; i < P; ++i) s.next_s[i] = kInf, s.next_kind[i] = i == D ? kNet : kWake;
-    std::fill(s.sending.begin(), s.sending.end(), 0);
-    s.flows.clear();
-    s.flow_dest.clear();
-    s.flow_ch.clear();
-    s.live.clear();
-    s.active_list.clear();
-    s.net_last = 0;
+    if (sharing) {
+      std::fill(s.sending.begin(), s.sending.end(), 0);
+      s.net.clear();
+    }
     for (int32_t i = P - 1; i >= 1; --i) tree[i] = better(tree[2 * i], tree[2 * i + 1]);
     if (P == 1) tree[1] = 0;
     for (int32_t op = 0; op < n; ++op)
@@ -922,23 +822,11 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
     const bool flush = (mem.size > 0 && mem.min <= mem_key(t, 1)) || (!mem_now.empty() && mem_now.front().key < mem_key(t, 0)) ||
                        (!mem_now.empty() && s.next_kind[d] == kWake);  // most events have nothing to flush
     now = t;
-    if (sharing && d == D) {  // bandwidth sharing: flows end or finish paying their latency
+    if (sharing && d == D) {  // bandwidth sharing: transfers end or finish paying their latency
       if (flush) mem_flush(t, false);
-      net_advance(t);
-      size_t kept = 0;
-      for (size_t i = 0; i < s.live.size(); ++i) {
-        const int32_t f = s.live[i];
-        const SimScratch::Flow& fl = s.flows[f];
-        if (fl.active_s < t || (fl.active_s == t && fl.remaining_bytes <= 0)) {
-          if (fl.remaining_bytes <= 0 || fl.finish_s <= t) {
-            net_deliver(fl, t);
-            continue;
-          }
-        }
-        s.live[kept++] = f;
-      }
-      s.live.resize(kept);
-      net_reschedule();
+      for (int32_t f : s.net.step(t, s.chan_busy_s)) net_deliver(f, t);
+      s.next_s[D] = s.net.next_s();
+      tree_update(D);
       continue;
     }
     if (s.next_kind[d] == kWake) {
@@ -1046,20 +934,10 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
         }
       };
       if (sharing) {
-        // Flows start now, pay their route's latency, then share each channel with the others.
-        net_advance(t);
-        auto add_flow = [&](const int32_t* dests, int32_t count, double bytes, double latency, const int32_t* ch,
-                            int32_t ch_count) {
-          const int32_t f = static_cast<int32_t>(s.flows.size());
-          s.flows.push_back(SimScratch::Flow{p, d, static_cast<int32_t>(s.flow_dest.size()), count,
-                                             static_cast<int32_t>(s.flow_ch.size()), ch_count, bytes, bytes, 0, t,
-                                             t + latency, kInf});
-          s.flow_dest.insert(s.flow_dest.end(), dests, dests + count);
-          s.flow_ch.insert(s.flow_ch.end(), ch, ch + ch_count);
-          s.live.push_back(f);
-          for (int32_t i = 0; i < ch_count; ++i) s.chan_bytes[ch[i]] += bytes;
-          for (int32_t i = 0; i < count; ++i) {
-            const int32_t e = dests[i];
+        // Transfers start now, pay their route's latency, then share each channel with the others.
+        auto add_flow = [&](std::span<const int32_t> dests, double bytes, double stream_bytes, double latency) {
+          for (int32_t c : s.net.add(p, d, dests, bytes, stream_bytes, t, latency)) s.chan_bytes[c] += bytes;
+          for (int32_t e : dests) {
             const int32_t x = s.num_xfers++;
             s.xfer[x] = SimScratch::Xfer{s.dest_count[e], static_cast<int64_t>(bytes + 0.5)};
             s.dest_xfer[e] = x;
@@ -1069,33 +947,26 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
           s.total_bytes += bytes;
           ++s.transfers;
         };
-        // With measured edge times a flow is all latency: it takes exactly that long.
+        // With measured edge times a transfer is all latency: it takes exactly that long.
         auto timed = [&](int32_t e) { return edge_comm && !std::isnan(s.dest_comm_s[e]); };
         if (!broadcast) {
           for (int32_t i = 0; i < num_dest; ++i) {
             const int32_t e = s.dest[i];
             const size_t pair = static_cast<size_t>(d) * D + e;
-            add_flow(&s.dest[i], 1, timed(e) ? 0.0 : s.dest_bytes[e], timed(e) ? s.dest_comm_s[e] : pair_latency_s_[pair],
-                     route_ch_.data() + route_off_[pair], route_off_[pair + 1] - route_off_[pair]);
+            add_flow({&s.dest[i], 1}, s.dest_bytes[e], timed(e) ? 0.0 : s.dest_bytes[e],
+                     timed(e) ? s.dest_comm_s[e] : pair_latency_s_[pair]);
           }
         } else {
           double bytes = 0, latency = 0;
-          int32_t count = 0;
           for (int32_t i = 0; i < num_dest; ++i) {
             const int32_t e = s.dest[i];
-            const size_t pair = static_cast<size_t>(d) * D + e;
             bytes = std::max(bytes, s.dest_bytes[e]);
-            latency = std::max(latency, timed(e) ? s.dest_comm_s[e] : pair_latency_s_[pair]);
-            for (int32_t r = route_off_[pair]; r < route_off_[pair + 1]; ++r) {
-              const int32_t c = route_ch_[r];
-              if (s.chan_stamp[c] == p) continue;
-              s.chan_stamp[c] = p;
-              s.chan_list[count++] = c;
-            }
+            latency = std::max(latency, timed(e) ? s.dest_comm_s[e] : pair_latency_s_[static_cast<size_t>(d) * D + e]);
           }
-          add_flow(s.dest.data(), num_dest, timed(s.dest[0]) ? 0.0 : bytes, latency, s.chan_list.data(), count);
+          add_flow({s.dest.data(), static_cast<size_t>(num_dest)}, bytes, timed(s.dest[0]) ? 0.0 : bytes, latency);
         }
-        net_reschedule();
+        s.next_s[D] = s.net.next_s();
+        tree_update(D);
       } else if (!broadcast) {
         for (int32_t i = 0; i < num_dest; ++i) {
           const int32_t e = s.dest[i];

@@ -222,6 +222,60 @@ TEST_CASE("sim::Simulator: with bandwidth sharing, concurrent transfers split a 
     for (int i = 1; i < 4; ++i) CHECK(std::get<4>(rec.transfers[i]) == Approx(4.5));  // 100 at 33.3 from 1.5
     CHECK(r.step_time_s == Approx(5.5));
   }
+  SECTION("transfers over the same route that start at different times share it and end in order of what is left") {
+    // a, b, c (1 s each on d0) send 300, 200, 100 bytes to d1 over one link of 100 B/s, no latency.
+    // 1-2: a alone at 100 B/s (200 left); 2-3: a and b at 50 B/s (150 left each); from 3: all three at
+    // 33.3 B/s, so c's 100 bytes end at 6, when a and b have 50 left each; those end together at 7.
+    graphs::GraphBuilder b("staggered");
+    for (const char* name : {"a", "b", "c"}) b.add_op(op(name, 1, 300));
+    for (const char* name : {"x", "y", "z"}) b.add_op(op(name, 1));
+    b.add_edge(0, 3, 300);
+    b.add_edge(1, 4, 200);
+    b.add_edge(2, 5, 100);
+    graphs::Graph g = std::move(b).build();
+    Cluster two = pair_cluster(100, 0);
+    Simulator sim(g, two, default_cost_model(), sharing);
+    Recorder rec(g);
+    SimResult r = sim.simulate(std::vector<int32_t>{0, 0, 0, 1, 1, 1}, &rec);
+    CHECK(rec.ops["a"].end == 1);
+    CHECK(rec.ops["c"].end == 3);
+    std::map<std::string, double> arrival;
+    for (const auto& [producer, src, dst, start, end, bytes] : rec.transfers) arrival[producer] = end;
+    CHECK(arrival["c"] == Approx(6));
+    CHECK(arrival["a"] == Approx(7));
+    CHECK(arrival["b"] == Approx(7));
+    CHECK(r.link_busy_s[0] == Approx(6));
+    CHECK(r.link_bytes[0] == 600);
+    CHECK(r.step_time_s == Approx(9));  // x, y and z run one after another on d1 from 7 (z first at 6)
+  }
+}
+
+TEST_CASE("sim::Simulator: a measured edge time replaces the link model, and the copy still moves and holds its bytes",
+          "[sim][golden]") {
+  graphs::GraphBuilder b("timed");
+  b.add_op(op("a", 1, 100));
+  b.add_op(op("b", 1));
+  b.add_edge(0, 1, 100, /*comm_s=*/0.25);
+  graphs::Graph g = std::move(b).build();
+  Cluster c = pair_cluster(100, 0.5);  // the model would take 0.5 + 100 / 100 = 1.5 s
+  for (bool sharing : {false, true}) {
+    INFO("share_bandwidth " << sharing);
+    for (bool measured : {false, true}) {
+      INFO("use_edge_comm " << measured);
+      Simulator sim(g, c, default_cost_model(), SimOptions{.use_edge_comm = measured, .share_bandwidth = sharing});
+      Recorder rec(g);
+      SimResult r = sim.simulate(std::vector<int32_t>{0, 1}, &rec);
+      const double arrive = measured ? 1.25 : 2.5;
+      REQUIRE(rec.transfers.size() == 1);
+      CHECK(std::get<4>(rec.transfers[0]) == arrive);
+      CHECK(std::get<5>(rec.transfers[0]) == 100);
+      CHECK(r.step_time_s == arrive + 1);
+      CHECK(r.total_bytes_moved == 100);
+      CHECK(r.link_bytes[0] == 100);
+      CHECK(r.device_peak_bytes[0] == 100);  // a's output until its transfer ends
+      CHECK(r.device_peak_bytes[1] == 100);  // the received copy until b ends
+    }
+  }
 }
 
 TEST_CASE("sim::Simulator: a multi-hop route holds every hop, latency adds, the slowest hop sets the rate", "[sim][golden]") {

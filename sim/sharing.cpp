@@ -1,0 +1,221 @@
+#include "sim/sharing.h"
+
+#include <algorithm>
+#include <bit>
+#include <functional>
+#include <limits>
+
+namespace placelab::sim {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+uint64_t hash_channels(std::span<const int32_t> ch) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over the channel indices
+  for (int32_t c : ch) h = (h ^ static_cast<uint32_t>(c)) * 1099511628211ull;
+  return h;
+}
+
+}  // namespace
+
+void SharedNetwork::init(int32_t devices, std::span<const int32_t> route_off, std::span<const int32_t> route_ch,
+                         std::span<const double> bandwidth, size_t max_flows) {
+  devices_ = devices;
+  pair_classes_ = devices * devices;
+  class_off_.assign(route_off.begin(), route_off.end());
+  class_ch_.assign(route_ch.begin(), route_ch.end());
+  for (int32_t cls = 0; cls < pair_classes_; ++cls)  // ascending, as unions are kept
+    std::sort(class_ch_.begin() + class_off_[cls], class_ch_.begin() + class_off_[cls + 1]);
+  class_hash_.assign(pair_classes_, 0);
+  bandwidth_.assign(bandwidth.begin(), bandwidth.end());
+  const size_t C = bandwidth.size();
+  stamp_.assign(C, 0);
+  for (auto* v : {&fill_count_, &fill_list_, &ch_begin_, &ch_end_}) v->assign(C, 0);
+  fill_cap_.assign(C, 0);
+  share_.assign(C, 0);
+  busy_bits_.assign((C + 63) / 64, 0);
+  flows_.reserve(max_flows);
+  flow_dest_.reserve(max_flows);
+  pending_.reserve(max_flows);
+  ended_.reserve(max_flows);
+  clear();
+}
+
+void SharedNetwork::clear() {
+  classes_ = pair_classes_;
+  class_off_.resize(pair_classes_ + 1);
+  class_ch_.resize(class_off_.back());
+  class_hash_.resize(pair_classes_);
+  std::fill(union_table_.begin(), union_table_.end(), -1);
+  if (members_.size() < static_cast<size_t>(classes_)) members_.resize(classes_);
+  for (auto& m : members_) m.clear();
+  rate_.assign(members_.size(), 0.0);
+  clock_.assign(members_.size(), 0.0);
+  frozen_.assign(members_.size(), 0);
+  active_.clear();
+  pending_.clear();
+  flows_.clear();
+  flow_dest_.clear();
+  busy_channels_.clear();
+  last_s_ = 0;
+  next_s_ = kInf;
+}
+
+// A transfer to one device crosses its pair's route; one to several, the union of their routes, which is
+// looked up (or added) by its sorted channels.
+int32_t SharedNetwork::class_of(int32_t src, std::span<const int32_t> dests) {
+  if (dests.size() == 1) return src * devices_ + dests[0];
+  union_.clear();
+  if (++stamp_now_ == 0) std::fill(stamp_.begin(), stamp_.end(), 0), stamp_now_ = 1;
+  for (int32_t e : dests)
+    for (int32_t c : channels(src * devices_ + e))
+      if (stamp_[c] != stamp_now_) stamp_[c] = stamp_now_, union_.push_back(c);
+  std::sort(union_.begin(), union_.end());
+  const uint64_t h = hash_channels(union_);
+  if (union_table_.size() < 2 * static_cast<size_t>(classes_ - pair_classes_ + 1)) {  // keep it half empty
+    union_table_.assign(std::max<size_t>(16, 4 * union_table_.size()), -1);
+    for (int32_t cls = pair_classes_; cls < classes_; ++cls) {
+      size_t i = class_hash_[cls] & (union_table_.size() - 1);
+      while (union_table_[i] >= 0) i = (i + 1) & (union_table_.size() - 1);
+      union_table_[i] = cls;
+    }
+  }
+  size_t i = h & (union_table_.size() - 1);
+  for (; union_table_[i] >= 0; i = (i + 1) & (union_table_.size() - 1)) {
+    const int32_t cls = union_table_[i];
+    if (class_hash_[cls] == h && std::ranges::equal(channels(cls), union_)) return cls;
+  }
+  const int32_t cls = classes_++;
+  union_table_[i] = cls;
+  class_ch_.insert(class_ch_.end(), union_.begin(), union_.end());
+  class_off_.push_back(static_cast<int32_t>(class_ch_.size()));
+  class_hash_.push_back(h);
+  if (members_.size() < static_cast<size_t>(classes_)) {
+    members_.emplace_back();
+    rate_.push_back(0);
+    clock_.push_back(0);
+    frozen_.push_back(0);
+  }
+  members_[cls].clear();
+  rate_[cls] = clock_[cls] = 0;
+  return cls;
+}
+
+std::span<const int32_t> SharedNetwork::add(int32_t producer, int32_t src, std::span<const int32_t> dests,
+                                            double bytes, double stream_bytes, double t, double latency) {
+  const int32_t cls = class_of(src, dests);
+  const auto f = static_cast<int32_t>(flows_.size());
+  flows_.push_back(Flow{producer, src, static_cast<int32_t>(flow_dest_.size()), static_cast<int32_t>(dests.size()),
+                        cls, bytes, t});
+  flow_dest_.insert(flow_dest_.end(), dests.begin(), dests.end());
+  pending_.push_back(Pending{t + latency, stream_bytes, f});
+  std::push_heap(pending_.begin(), pending_.end(), std::greater<>());
+  next_s_ = std::min(next_s_, t + latency);
+  return channels(cls);
+}
+
+// When the streaming transfer of class `cls` that ends at clock `until` ends, at the current rates.
+double SharedNetwork::finish_s(int32_t cls, double until) const {
+  return rate_[cls] > 0 ? last_s_ + std::max(0.0, until - clock_[cls]) / rate_[cls] : kInf;
+}
+
+std::span<const int32_t> SharedNetwork::step(double t, std::span<double> chan_busy_s) {
+  ended_.clear();
+  // Transfers whose last byte arrives by t, at the rates since the last event (the same arithmetic that
+  // set this event's time, so the transfer it was set for ends now).
+  for (int32_t cls : active_) {
+    std::vector<Member>& heap = members_[cls];
+    while (!heap.empty() && finish_s(cls, heap.front().until) <= t) {
+      ended_.push_back(heap.front().flow);
+      std::pop_heap(heap.begin(), heap.end(), std::greater<>());
+      heap.pop_back();
+    }
+  }
+  const double dt = t - last_s_;
+  if (dt > 0) {
+    for (int32_t cls : active_) clock_[cls] += rate_[cls] * dt;
+    for (int32_t c : busy_channels_) chan_busy_s[c] += dt;
+  }
+  last_s_ = t;
+  std::erase_if(active_, [&](int32_t cls) { return members_[cls].empty(); });
+  // Transfers whose latency is paid start streaming (one that streams nothing ends now).
+  while (!pending_.empty() && pending_.front().active_s <= t) {
+    const Pending p = pending_.front();
+    std::pop_heap(pending_.begin(), pending_.end(), std::greater<>());
+    pending_.pop_back();
+    if (!(p.bytes > 0)) {
+      ended_.push_back(p.flow);
+      continue;
+    }
+    const int32_t cls = flows_[p.flow].cls;
+    std::vector<Member>& heap = members_[cls];
+    if (heap.empty()) active_.insert(std::ranges::lower_bound(active_, cls), cls);
+    heap.push_back(Member{clock_[cls] + p.bytes, p.flow});
+    std::push_heap(heap.begin(), heap.end(), std::greater<>());
+  }
+  reschedule();
+  return ended_;
+}
+
+// Max-min fair rates by progressive filling: the channel with the least bandwidth per streaming
+// transfer (the lowest index among equals) fixes the rate of the classes crossing it, their share is
+// taken off their other channels, and so on until every class has its rate.
+void SharedNetwork::reschedule() {
+  // Channels crossed by streaming classes, ascending (from a bit set), each with its classes.
+  for (int32_t cls : active_)
+    for (int32_t c : channels(cls)) {
+      if (fill_count_[c] == 0) busy_bits_[c >> 6] |= uint64_t{1} << (c & 63), ch_end_[c] = 0;
+      fill_count_[c] += static_cast<int32_t>(members_[cls].size());
+      ++ch_end_[c];  // classes crossing c, for now
+    }
+  busy_channels_.clear();
+  int32_t crossings = 0;
+  for (size_t w = 0; w < busy_bits_.size(); ++w)
+    for (; busy_bits_[w] != 0; busy_bits_[w] &= busy_bits_[w] - 1) {
+      const auto c = static_cast<int32_t>(64 * w + std::countr_zero(busy_bits_[w]));
+      busy_channels_.push_back(c);
+      fill_cap_[c] = bandwidth_[c];
+      share_[c] = fill_cap_[c] / fill_count_[c];
+      ch_begin_[c] = crossings;
+      crossings += ch_end_[c];
+      ch_end_[c] = ch_begin_[c];
+    }
+  if (ch_classes_.size() < static_cast<size_t>(crossings)) ch_classes_.resize(crossings);
+  for (int32_t cls : active_) {
+    frozen_[cls] = 0;
+    for (int32_t c : channels(cls)) ch_classes_[ch_end_[c]++] = cls;
+  }
+  int32_t* filling = fill_list_.data();
+  auto num_filling = static_cast<int32_t>(busy_channels_.size());
+  std::copy(busy_channels_.begin(), busy_channels_.end(), filling);
+  auto unfrozen = static_cast<int32_t>(active_.size());
+  while (unfrozen > 0) {
+    int32_t bottleneck = -1, kept = 0;
+    double share = kInf;
+    for (int32_t i = 0; i < num_filling; ++i) {
+      const int32_t c = filling[i];
+      if (fill_count_[c] == 0) continue;
+      filling[kept++] = c;
+      if (share_[c] < share) share = share_[c], bottleneck = c;
+    }
+    num_filling = kept;
+    for (int32_t k = ch_begin_[bottleneck]; k < ch_end_[bottleneck]; ++k) {
+      const int32_t cls = ch_classes_[k];
+      if (frozen_[cls]) continue;
+      frozen_[cls] = 1;
+      rate_[cls] = share;
+      --unfrozen;
+      const auto streaming = static_cast<int32_t>(members_[cls].size());
+      for (int32_t c : channels(cls)) {
+        fill_cap_[c] = std::max(0.0, fill_cap_[c] - share * streaming);
+        fill_count_[c] -= streaming;
+        share_[c] = fill_count_[c] > 0 ? fill_cap_[c] / fill_count_[c] : kInf;
+      }
+    }
+  }
+  next_s_ = pending_.empty() ? kInf : pending_.front().active_s;
+  for (int32_t cls : active_) next_s_ = std::min(next_s_, finish_s(cls, members_[cls].front().until));
+}
+
+}  // namespace placelab::sim
