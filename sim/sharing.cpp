@@ -31,10 +31,12 @@ void SharedNetwork::init(int32_t devices, std::span<const int32_t> route_off, st
   bandwidth_.assign(bandwidth.begin(), bandwidth.end());
   const size_t C = bandwidth.size();
   stamp_.assign(C, 0);
-  for (auto* v : {&fill_count_, &fill_list_, &ch_begin_, &ch_end_}) v->assign(C, 0);
+  fill_count_.assign(C, 0);
+  fill_list_.assign(C, 0);
   fill_cap_.assign(C, 0);
   share_.assign(C, 0);
-  busy_bits_.assign((C + 63) / 64, 0);
+  fill_bits_.assign((C + 63) / 64, 0);
+  crossing_.assign(C, {});
   flows_.reserve(max_flows);
   flow_dest_.reserve(max_flows);
   pending_.reserve(max_flows);
@@ -53,11 +55,13 @@ void SharedNetwork::clear() {
   rate_.assign(members_.size(), 0.0);
   clock_.assign(members_.size(), 0.0);
   frozen_.assign(members_.size(), 0);
+  in_group_.assign(members_.size(), 0);
   active_.clear();
   pending_.clear();
   flows_.clear();
   flow_dest_.clear();
   busy_channels_.clear();
+  for (auto& list : crossing_) list.clear();
   last_s_ = 0;
   next_s_ = kInf;
 }
@@ -96,6 +100,7 @@ int32_t SharedNetwork::class_of(int32_t src, std::span<const int32_t> dests) {
     rate_.push_back(0);
     clock_.push_back(0);
     frozen_.push_back(0);
+    in_group_.push_back(0);
   }
   members_[cls].clear();
   rate_[cls] = clock_[cls] = 0;
@@ -122,6 +127,7 @@ double SharedNetwork::finish_s(int32_t cls, double until) const {
 
 std::span<const int32_t> SharedNetwork::step(double t, std::span<double> chan_busy_s) {
   ended_.clear();
+  touched_.clear();
   // Transfers whose last byte arrives by t, at the rates since the last event (the same arithmetic that
   // set this event's time, so the transfer it was set for ends now).
   for (int32_t cls : active_) {
@@ -130,6 +136,7 @@ std::span<const int32_t> SharedNetwork::step(double t, std::span<double> chan_bu
       ended_.push_back(heap.front().flow);
       std::pop_heap(heap.begin(), heap.end(), std::greater<>());
       heap.pop_back();
+      touched_.push_back(cls);
     }
   }
   const double dt = t - last_s_;
@@ -138,7 +145,14 @@ std::span<const int32_t> SharedNetwork::step(double t, std::span<double> chan_bu
     for (int32_t c : busy_channels_) chan_busy_s[c] += dt;
   }
   last_s_ = t;
-  std::erase_if(active_, [&](int32_t cls) { return members_[cls].empty(); });
+  std::erase_if(active_, [&](int32_t cls) {
+    if (!members_[cls].empty()) return false;
+    for (int32_t c : channels(cls)) {
+      std::erase(crossing_[c], cls);
+      if (crossing_[c].empty()) std::erase(busy_channels_, c);
+    }
+    return true;
+  });
   // Transfers whose latency is paid start streaming (one that streams nothing ends now).
   while (!pending_.empty() && pending_.front().active_s <= t) {
     const Pending p = pending_.front();
@@ -150,9 +164,16 @@ std::span<const int32_t> SharedNetwork::step(double t, std::span<double> chan_bu
     }
     const int32_t cls = flows_[p.flow].cls;
     std::vector<Member>& heap = members_[cls];
-    if (heap.empty()) active_.insert(std::ranges::lower_bound(active_, cls), cls);
+    if (heap.empty()) {
+      active_.insert(std::ranges::lower_bound(active_, cls), cls);
+      for (int32_t c : channels(cls)) {
+        if (crossing_[c].empty()) busy_channels_.push_back(c);
+        crossing_[c].insert(std::ranges::lower_bound(crossing_[c], cls), cls);
+      }
+    }
     heap.push_back(Member{clock_[cls] + p.bytes, p.flow});
     std::push_heap(heap.begin(), heap.end(), std::greater<>());
+    touched_.push_back(cls);
   }
   reschedule();
   return ended_;
@@ -160,36 +181,41 @@ std::span<const int32_t> SharedNetwork::step(double t, std::span<double> chan_bu
 
 // Max-min fair rates by progressive filling: the channel with the least bandwidth per streaming
 // transfer (the lowest index among equals) fixes the rate of the classes crossing it, their share is
-// taken off their other channels, and so on until every class has its rate.
+// taken off their other channels, and so on until every class has its rate. Only the classes linked
+// through shared channels to one whose transfers changed can get new rates, and progressive filling
+// over such a closed group does exactly what it would do over all classes, so only that group is redone.
 void SharedNetwork::reschedule() {
-  // Channels crossed by streaming classes, ascending (from a bit set), each with its classes.
-  for (int32_t cls : active_)
-    for (int32_t c : channels(cls)) {
-      if (fill_count_[c] == 0) busy_bits_[c >> 6] |= uint64_t{1} << (c & 63), ch_end_[c] = 0;
-      fill_count_[c] += static_cast<int32_t>(members_[cls].size());
-      ++ch_end_[c];  // classes crossing c, for now
-    }
-  busy_channels_.clear();
-  int32_t crossings = 0;
-  for (size_t w = 0; w < busy_bits_.size(); ++w)
-    for (; busy_bits_[w] != 0; busy_bits_[w] &= busy_bits_[w] - 1) {
-      const auto c = static_cast<int32_t>(64 * w + std::countr_zero(busy_bits_[w]));
-      busy_channels_.push_back(c);
-      fill_cap_[c] = bandwidth_[c];
-      share_[c] = fill_cap_[c] / fill_count_[c];
-      ch_begin_[c] = crossings;
-      crossings += ch_end_[c];
-      ch_end_[c] = ch_begin_[c];
-    }
-  if (ch_classes_.size() < static_cast<size_t>(crossings)) ch_classes_.resize(crossings);
-  for (int32_t cls : active_) {
+  group_.clear();
+  if (++group_stamp_ == 0) std::fill(in_group_.begin(), in_group_.end(), 0), group_stamp_ = 1;
+  auto reach = [&](int32_t cls) {  // adds the classes sharing a channel with cls
+    for (int32_t c : channels(cls))
+      for (int32_t k : crossing_[c])
+        if (in_group_[k] != group_stamp_) in_group_[k] = group_stamp_, group_.push_back(k);
+  };
+  std::sort(touched_.begin(), touched_.end());  // a class is touched once per transfer
+  touched_.erase(std::unique(touched_.begin(), touched_.end()), touched_.end());
+  for (int32_t cls : touched_) reach(cls);  // a class that stopped streaming links its former neighbours
+  for (size_t i = 0; i < group_.size() && group_.size() < active_.size(); ++i) reach(group_[i]);
+  if (group_.size() == active_.size()) group_ = active_;  // all of them (often, when few links carry much)
+  else std::sort(group_.begin(), group_.end());
+
+  for (int32_t cls : group_) {
     frozen_[cls] = 0;
-    for (int32_t c : channels(cls)) ch_classes_[ch_end_[c]++] = cls;
+    for (int32_t c : channels(cls)) {
+      if (fill_count_[c] == 0) fill_bits_[c >> 6] |= uint64_t{1} << (c & 63);
+      fill_count_[c] += static_cast<int32_t>(members_[cls].size());
+    }
   }
   int32_t* filling = fill_list_.data();
-  auto num_filling = static_cast<int32_t>(busy_channels_.size());
-  std::copy(busy_channels_.begin(), busy_channels_.end(), filling);
-  auto unfrozen = static_cast<int32_t>(active_.size());
+  int32_t num_filling = 0;
+  for (size_t w = 0; w < fill_bits_.size(); ++w)  // ascending channels
+    for (; fill_bits_[w] != 0; fill_bits_[w] &= fill_bits_[w] - 1) {
+      const auto c = static_cast<int32_t>(64 * w + std::countr_zero(fill_bits_[w]));
+      filling[num_filling++] = c;
+      fill_cap_[c] = bandwidth_[c];
+      share_[c] = fill_cap_[c] / fill_count_[c];
+    }
+  auto unfrozen = static_cast<int32_t>(group_.size());
   while (unfrozen > 0) {
     int32_t bottleneck = -1, kept = 0;
     double share = kInf;
@@ -200,8 +226,7 @@ void SharedNetwork::reschedule() {
       if (share_[c] < share) share = share_[c], bottleneck = c;
     }
     num_filling = kept;
-    for (int32_t k = ch_begin_[bottleneck]; k < ch_end_[bottleneck]; ++k) {
-      const int32_t cls = ch_classes_[k];
+    for (int32_t cls : crossing_[bottleneck]) {
       if (frozen_[cls]) continue;
       frozen_[cls] = 1;
       rate_[cls] = share;

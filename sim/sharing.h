@@ -5,7 +5,8 @@
 // any one of its streaming transfers has been sent since the run began, and a transfer ends when that
 // clock has advanced by its bytes since it began streaming (the virtual time of fair queueing). So a
 // network event costs time in the classes streaming, not in the transfers under way, which run to
-// thousands when a placement sends much over a few links.
+// thousands when a placement sends much over a few links; and only the classes linked through shared
+// channels to one whose transfers changed are re-rated (the same rates as re-rating all of them).
 #pragma once
 
 #include <cstddef>
@@ -82,15 +83,16 @@ class SharedNetwork {
   std::vector<Pending> pending_;  // heap by active_s
   std::vector<Flow> flows_;
   std::vector<int32_t> flow_dest_;
-  std::vector<int32_t> busy_channels_;  // crossed by streaming transfers since the last event, ascending
+  std::vector<std::vector<int32_t>> crossing_;  // per channel: the streaming classes crossing it, ascending
+  std::vector<int32_t> busy_channels_;  // channels crossed by streaming transfers since the last event
   double last_s_ = 0, next_s_ = 0;
 
   // Scratch of one call.
-  std::vector<int32_t> ended_, union_, fill_count_, fill_list_, ch_begin_, ch_end_, ch_classes_, frozen_;
-  std::vector<uint32_t> stamp_;
+  std::vector<int32_t> ended_, touched_, union_, group_, fill_count_, fill_list_, frozen_;
+  std::vector<uint32_t> stamp_, in_group_;
   std::vector<double> fill_cap_, share_;  // per channel while filling: bandwidth left, and per transfer
-  std::vector<uint64_t> busy_bits_;
-  uint32_t stamp_now_ = 0;
+  std::vector<uint64_t> fill_bits_;
+  uint32_t stamp_now_ = 0, group_stamp_ = 0;
 };
 
 }  // namespace placelab::sim
