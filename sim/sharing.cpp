@@ -31,6 +31,7 @@ void SharedNetwork::init(int32_t devices, std::span<const int32_t> route_off, st
   bandwidth_.assign(bandwidth.begin(), bandwidth.end());
   const size_t C = bandwidth.size();
   stamp_.assign(C, 0);
+  channel_seen_.assign(C, 0);
   fill_count_.assign(C, 0);
   fill_list_.assign(C, 0);
   fill_cap_.assign(C, 0);
@@ -186,11 +187,18 @@ std::span<const int32_t> SharedNetwork::step(double t, std::span<double> chan_bu
 // over such a closed group does exactly what it would do over all classes, so only that group is redone.
 void SharedNetwork::reschedule() {
   group_.clear();
-  if (++group_stamp_ == 0) std::fill(in_group_.begin(), in_group_.end(), 0), group_stamp_ = 1;
-  auto reach = [&](int32_t cls) {  // adds the classes sharing a channel with cls
-    for (int32_t c : channels(cls))
+  if (++group_stamp_ == 0) {
+    std::fill(in_group_.begin(), in_group_.end(), 0);
+    std::fill(channel_seen_.begin(), channel_seen_.end(), 0);
+    group_stamp_ = 1;
+  }
+  auto reach = [&](int32_t cls) {  // adds the classes sharing a channel with cls; each channel once
+    for (int32_t c : channels(cls)) {
+      if (channel_seen_[c] == group_stamp_) continue;
+      channel_seen_[c] = group_stamp_;
       for (int32_t k : crossing_[c])
         if (in_group_[k] != group_stamp_) in_group_[k] = group_stamp_, group_.push_back(k);
+    }
   };
   std::sort(touched_.begin(), touched_.end());  // a class is touched once per transfer
   touched_.erase(std::unique(touched_.begin(), touched_.end()), touched_.end());

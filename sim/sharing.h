@@ -89,7 +89,7 @@ class SharedNetwork {
 
   // Scratch of one call.
   std::vector<int32_t> ended_, touched_, union_, group_, fill_count_, fill_list_, frozen_;
-  std::vector<uint32_t> stamp_, in_group_;
+  std::vector<uint32_t> stamp_, in_group_, channel_seen_;
   std::vector<double> fill_cap_, share_;  // per channel while filling: bandwidth left, and per transfer
   std::vector<uint64_t> fill_bits_;
   uint32_t stamp_now_ = 0, group_stamp_ = 0;
