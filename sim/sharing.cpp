@@ -31,6 +31,7 @@ void SharedNetwork::init(int32_t devices, std::span<const int32_t> route_off, st
   bandwidth_.assign(bandwidth.begin(), bandwidth.end());
   const size_t C = bandwidth.size();
   stamp_.assign(C, 0);
+  busy_since_s_.assign(C, 0.0);
   channel_seen_.assign(C, 0);
   fill_count_.assign(C, 0);
   fill_list_.assign(C, 0);
@@ -55,15 +56,15 @@ void SharedNetwork::clear() {
   for (auto& m : members_) m.clear();
   rate_.assign(members_.size(), 0.0);
   clock_.assign(members_.size(), 0.0);
+  clock_s_.assign(members_.size(), 0.0);
+  end_s_.assign(members_.size(), kInf);
   frozen_.assign(members_.size(), 0);
   in_group_.assign(members_.size(), 0);
   active_.clear();
   pending_.clear();
   flows_.clear();
   flow_dest_.clear();
-  busy_channels_.clear();
   for (auto& list : crossing_) list.clear();
-  last_s_ = 0;
   next_s_ = kInf;
 }
 
@@ -100,11 +101,13 @@ int32_t SharedNetwork::class_of(int32_t src, std::span<const int32_t> dests) {
     members_.emplace_back();
     rate_.push_back(0);
     clock_.push_back(0);
+    clock_s_.push_back(0);
+    end_s_.push_back(kInf);
     frozen_.push_back(0);
     in_group_.push_back(0);
   }
   members_[cls].clear();
-  rate_[cls] = clock_[cls] = 0;
+  rate_[cls] = clock_[cls] = clock_s_[cls] = 0;
   return cls;
 }
 
@@ -121,36 +124,38 @@ std::span<const int32_t> SharedNetwork::add(int32_t producer, int32_t src, std::
   return channels(cls);
 }
 
-// When the streaming transfer of class `cls` that ends at clock `until` ends, at the current rates.
+// When the streaming transfer of class `cls` that ends at clock `until` ends, at the class's rate.
 double SharedNetwork::finish_s(int32_t cls, double until) const {
-  return rate_[cls] > 0 ? last_s_ + std::max(0.0, until - clock_[cls]) / rate_[cls] : kInf;
+  return rate_[cls] > 0 ? clock_s_[cls] + std::max(0.0, until - clock_[cls]) / rate_[cls] : kInf;
+}
+
+// Brings the clock of `cls` to time t; clocks move only when their class changes, not at every event.
+void SharedNetwork::advance(int32_t cls, double t) {
+  clock_[cls] += rate_[cls] * (t - clock_s_[cls]);
+  clock_s_[cls] = t;
 }
 
 std::span<const int32_t> SharedNetwork::step(double t, std::span<double> chan_busy_s) {
   ended_.clear();
   touched_.clear();
-  // Transfers whose last byte arrives by t, at the rates since the last event (the same arithmetic that
-  // set this event's time, so the transfer it was set for ends now).
+  // Transfers whose last byte arrives by t (the first of a class by the time that set this event).
   for (int32_t cls : active_) {
+    if (!(end_s_[cls] <= t)) continue;
     std::vector<Member>& heap = members_[cls];
-    while (!heap.empty() && finish_s(cls, heap.front().until) <= t) {
+    do {
       ended_.push_back(heap.front().flow);
       std::pop_heap(heap.begin(), heap.end(), std::greater<>());
       heap.pop_back();
-      touched_.push_back(cls);
-    }
+    } while (!heap.empty() && finish_s(cls, heap.front().until) <= t);
+    touched_.push_back(cls);
   }
-  const double dt = t - last_s_;
-  if (dt > 0) {
-    for (int32_t cls : active_) clock_[cls] += rate_[cls] * dt;
-    for (int32_t c : busy_channels_) chan_busy_s[c] += dt;
-  }
-  last_s_ = t;
   std::erase_if(active_, [&](int32_t cls) {
     if (!members_[cls].empty()) return false;
+    advance(cls, t);
+    rate_[cls] = 0;  // its clock stops until a transfer streams again
     for (int32_t c : channels(cls)) {
       std::erase(crossing_[c], cls);
-      if (crossing_[c].empty()) std::erase(busy_channels_, c);
+      if (crossing_[c].empty()) chan_busy_s[c] += t - busy_since_s_[c];
     }
     return true;
   });
@@ -168,15 +173,16 @@ std::span<const int32_t> SharedNetwork::step(double t, std::span<double> chan_bu
     if (heap.empty()) {
       active_.insert(std::ranges::lower_bound(active_, cls), cls);
       for (int32_t c : channels(cls)) {
-        if (crossing_[c].empty()) busy_channels_.push_back(c);
+        if (crossing_[c].empty()) busy_since_s_[c] = t;
         crossing_[c].insert(std::ranges::lower_bound(crossing_[c], cls), cls);
       }
     }
+    advance(cls, t);
     heap.push_back(Member{clock_[cls] + p.bytes, p.flow});
     std::push_heap(heap.begin(), heap.end(), std::greater<>());
     touched_.push_back(cls);
   }
-  reschedule();
+  reschedule(t);
   return ended_;
 }
 
@@ -185,7 +191,7 @@ std::span<const int32_t> SharedNetwork::step(double t, std::span<double> chan_bu
 // taken off their other channels, and so on until every class has its rate. Only the classes linked
 // through shared channels to one whose transfers changed can get new rates, and progressive filling
 // over such a closed group does exactly what it would do over all classes, so only that group is redone.
-void SharedNetwork::reschedule() {
+void SharedNetwork::reschedule(double t) {
   group_.clear();
   if (++group_stamp_ == 0) {
     std::fill(in_group_.begin(), in_group_.end(), 0);
@@ -208,6 +214,7 @@ void SharedNetwork::reschedule() {
   else std::sort(group_.begin(), group_.end());
 
   for (int32_t cls : group_) {
+    advance(cls, t);  // at the old rate
     frozen_[cls] = 0;
     for (int32_t c : channels(cls)) {
       if (fill_count_[c] == 0) fill_bits_[c >> 6] |= uint64_t{1} << (c & 63);
@@ -247,8 +254,9 @@ void SharedNetwork::reschedule() {
       }
     }
   }
+  for (int32_t cls : group_) end_s_[cls] = finish_s(cls, members_[cls].front().until);
   next_s_ = pending_.empty() ? kInf : pending_.front().active_s;
-  for (int32_t cls : active_) next_s_ = std::min(next_s_, finish_s(cls, members_[cls].front().until));
+  for (int32_t cls : active_) next_s_ = std::min(next_s_, end_s_[cls]);
 }
 
 }  // namespace placelab::sim

@@ -38,9 +38,10 @@ class SharedNetwork {
   /** Time of the next network event (a transfer starts streaming or ends); infinity when none is under way. */
   double next_s() const { return next_s_; }
   /**
-   * Handles the network event at `t` (= next_s()): adds the time each channel was busy since the last
-   * event to `chan_busy_s`, ends the transfers whose last byte has arrived, starts streaming those whose
-   * latency is paid, and recomputes the rates. Returns the transfers that ended, in a fixed order.
+   * Handles the network event at `t` (= next_s()): ends the transfers whose last byte has arrived,
+   * starts streaming those whose latency is paid, and recomputes the rates; a channel that no transfer
+   * streams on any more adds its busy time to `chan_busy_s`. Returns the transfers that ended, in a
+   * fixed order.
    */
   std::span<const int32_t> step(double t, std::span<double> chan_busy_s);
 
@@ -67,7 +68,8 @@ class SharedNetwork {
     return {class_ch_.data() + class_off_[cls], static_cast<size_t>(class_off_[cls + 1] - class_off_[cls])};
   }
   double finish_s(int32_t cls, double until) const;
-  void reschedule();
+  void advance(int32_t cls, double t);
+  void reschedule(double t);
 
   // Classes: one per device pair first, then the unions of routes broadcasts have used in this run.
   int32_t devices_ = 0, pair_classes_ = 0, classes_ = 0;
@@ -76,16 +78,17 @@ class SharedNetwork {
   std::vector<int32_t> union_table_;  // open addressing over union classes by hash; -1: empty
   std::vector<double> bandwidth_;
 
-  // Per class: streaming transfers (a heap by `until`), per-transfer rate, virtual clock.
+  // Per class: streaming transfers (a heap by `until`), per-transfer rate, virtual clock as of
+  // clock_s_, and when its first transfer ends at that rate.
   std::vector<std::vector<Member>> members_;
-  std::vector<double> rate_, clock_;
+  std::vector<double> rate_, clock_, clock_s_, end_s_;
   std::vector<int32_t> active_;  // classes with streaming transfers, ascending
   std::vector<Pending> pending_;  // heap by active_s
   std::vector<Flow> flows_;
   std::vector<int32_t> flow_dest_;
   std::vector<std::vector<int32_t>> crossing_;  // per channel: the streaming classes crossing it, ascending
-  std::vector<int32_t> busy_channels_;  // channels crossed by streaming transfers since the last event
-  double last_s_ = 0, next_s_ = 0;
+  std::vector<double> busy_since_s_;  // per channel crossed by streaming transfers: since when
+  double next_s_ = 0;
 
   // Scratch of one call.
   std::vector<int32_t> ended_, touched_, union_, group_, fill_count_, fill_list_, frozen_;
