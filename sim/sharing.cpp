@@ -30,9 +30,8 @@ void SharedNetwork::init(int32_t devices, std::span<const int32_t> route_off, st
   class_hash_.assign(pair_classes_, 0);
   bandwidth_.assign(bandwidth.begin(), bandwidth.end());
   const size_t C = bandwidth.size();
-  stamp_.assign(C, 0);
   busy_since_s_.assign(C, 0.0);
-  channel_seen_.assign(C, 0);
+  channel_mark_.assign(C, 0);
   fill_count_.assign(C, 0);
   fill_list_.assign(C, 0);
   fill_cap_.assign(C, 0);
@@ -59,7 +58,7 @@ void SharedNetwork::clear() {
   clock_s_.assign(members_.size(), 0.0);
   end_s_.assign(members_.size(), kInf);
   frozen_.assign(members_.size(), 0);
-  in_group_.assign(members_.size(), 0);
+  class_mark_.assign(members_.size(), 0);
   active_.clear();
   pending_.clear();
   flows_.clear();
@@ -73,10 +72,10 @@ void SharedNetwork::clear() {
 int32_t SharedNetwork::class_of(int32_t src, std::span<const int32_t> dests) {
   if (dests.size() == 1) return src * devices_ + dests[0];
   union_.clear();
-  if (++stamp_now_ == 0) std::fill(stamp_.begin(), stamp_.end(), 0), stamp_now_ = 1;
+  new_mark();
   for (int32_t e : dests)
     for (int32_t c : channels(src * devices_ + e))
-      if (stamp_[c] != stamp_now_) stamp_[c] = stamp_now_, union_.push_back(c);
+      if (channel_mark_[c] != mark_) channel_mark_[c] = mark_, union_.push_back(c);
   std::sort(union_.begin(), union_.end());
   const uint64_t h = hash_channels(union_);
   if (union_table_.size() < 2 * static_cast<size_t>(classes_ - pair_classes_ + 1)) {  // keep it half empty
@@ -104,7 +103,7 @@ int32_t SharedNetwork::class_of(int32_t src, std::span<const int32_t> dests) {
     clock_s_.push_back(0);
     end_s_.push_back(kInf);
     frozen_.push_back(0);
-    in_group_.push_back(0);
+    class_mark_.push_back(0);
   }
   members_[cls].clear();
   rate_[cls] = clock_[cls] = clock_s_[cls] = 0;
@@ -122,6 +121,14 @@ std::span<const int32_t> SharedNetwork::add(int32_t producer, int32_t src, std::
   std::push_heap(pending_.begin(), pending_.end(), std::greater<>());
   next_s_ = std::min(next_s_, t + latency);
   return channels(cls);
+}
+
+// A fresh value for the channel and class marks (nothing is marked with it yet).
+void SharedNetwork::new_mark() {
+  if (++mark_ != 0) return;
+  std::fill(channel_mark_.begin(), channel_mark_.end(), 0);
+  std::fill(class_mark_.begin(), class_mark_.end(), 0);
+  mark_ = 1;
 }
 
 // When the streaming transfer of class `cls` that ends at clock `until` ends, at the class's rate.
@@ -193,17 +200,13 @@ std::span<const int32_t> SharedNetwork::step(double t, std::span<double> chan_bu
 // over such a closed group does exactly what it would do over all classes, so only that group is redone.
 void SharedNetwork::reschedule(double t) {
   group_.clear();
-  if (++group_stamp_ == 0) {
-    std::fill(in_group_.begin(), in_group_.end(), 0);
-    std::fill(channel_seen_.begin(), channel_seen_.end(), 0);
-    group_stamp_ = 1;
-  }
+  new_mark();
   auto reach = [&](int32_t cls) {  // adds the classes sharing a channel with cls; each channel once
     for (int32_t c : channels(cls)) {
-      if (channel_seen_[c] == group_stamp_) continue;
-      channel_seen_[c] = group_stamp_;
+      if (channel_mark_[c] == mark_) continue;
+      channel_mark_[c] = mark_;
       for (int32_t k : crossing_[c])
-        if (in_group_[k] != group_stamp_) in_group_[k] = group_stamp_, group_.push_back(k);
+        if (class_mark_[k] != mark_) class_mark_[k] = mark_, group_.push_back(k);
     }
   };
   std::sort(touched_.begin(), touched_.end());  // a class is touched once per transfer

@@ -69,6 +69,7 @@ class SharedNetwork {
   }
   double finish_s(int32_t cls, double until) const;
   void advance(int32_t cls, double t);
+  void new_mark();
   void reschedule(double t);
 
   // Classes: one per device pair first, then the unions of routes broadcasts have used in this run.
@@ -92,10 +93,10 @@ class SharedNetwork {
 
   // Scratch of one call.
   std::vector<int32_t> ended_, touched_, union_, group_, fill_count_, fill_list_, frozen_;
-  std::vector<uint32_t> stamp_, in_group_, channel_seen_;
+  std::vector<uint32_t> channel_mark_, class_mark_;  // == mark_: seen in this call
   std::vector<double> fill_cap_, share_;  // per channel while filling: bandwidth left, and per transfer
   std::vector<uint64_t> fill_bits_;
-  uint32_t stamp_now_ = 0, group_stamp_ = 0;
+  uint32_t mark_ = 0;
 };
 
 }  // namespace placelab::sim
