@@ -1,8 +1,8 @@
 // Speed of the simulator on a 50k-op graph (8-layer GNMT training from the zoo) on 8 GPUs: one full
 // simulation (random and contiguous placements) against a bare topological sweep, batch scaling over
-// threads (wall and CPU time), incremental one-op moves (uniformly random, Placeto-style sweeps in
-// topological order, late ops), unit moves, rejected moves reverted by undo, and how much of the
-// schedule one move changes. Results and the command are recorded in bench/results/sim.md.
+// threads (wall and CPU time), incremental one-op moves (uniformly random from a random or the contiguous
+// placement, Placeto-style sweeps in topological order, late ops), unit moves, rejected moves reverted by
+// undo, and how much of the schedule one move changes. Results and the command are recorded in bench/results/sim.md.
 //   build/<dir>/bench/bm_sim --benchmark_counters_tabular=true
 #include <algorithm>
 #include <ctime>
@@ -168,10 +168,11 @@ void BM_Batch(benchmark::State& state) {
 }
 BENCHMARK(BM_Batch)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// One-op moves (uniformly random op and device) re-simulated incrementally from saved states.
-void BM_IncrementalMove(benchmark::State& state) {
+// One-op moves (uniformly random op and device) re-simulated incrementally from saved states, starting
+// from a random placement or from the contiguous one (a heuristic placer's output, where local search starts).
+void incremental_moves(benchmark::State& state, const std::vector<int32_t>& start) {
   Setup& s = setup();
-  sim::IncrementalSimulator inc(*s.sim, s.random[0], static_cast<int32_t>(state.range(0)));
+  sim::IncrementalSimulator inc(*s.sim, start, static_cast<int32_t>(state.range(0)));
   std::mt19937_64 rng(7);
   const auto n = static_cast<uint64_t>(s.graph.num_ops());
   double replayed = 0;
@@ -184,7 +185,11 @@ void BM_IncrementalMove(benchmark::State& state) {
   state.counters["replayed"] = replayed / static_cast<double>(state.iterations());
   report(state, state.iterations());
 }
+void BM_IncrementalMove(benchmark::State& state) { incremental_moves(state, setup().random[0]); }
 BENCHMARK(BM_IncrementalMove)->Arg(4)->Arg(8)->Arg(16)->Arg(64)->Unit(benchmark::kMillisecond);
+
+void BM_IncrementalMoveContiguous(benchmark::State& state) { incremental_moves(state, setup().contiguous); }
+BENCHMARK(BM_IncrementalMoveContiguous)->Arg(4)->Arg(16)->Unit(benchmark::kMillisecond);
 
 // A placer's unit move (annealing, Placeto): all ops of a random colocation class (2-3 ops in this
 // training graph: a forward op and its gradients) to a random device, op by op (state.range(0) == 0,
@@ -285,23 +290,24 @@ void BM_IncrementalLate(benchmark::State& state) {
 BENCHMARK(BM_IncrementalLate)->Arg(10)->Arg(1)->Unit(benchmark::kMillisecond);
 
 // Not a timing: how much of the schedule one random move really changes (ops whose start time differs
-// from the unmoved run, as a fraction of all ops). Any exact re-simulation has to redo at least those,
-// so 1 / changed bounds the speedup of an incremental run that replays only what changed.
-void BM_MoveFootprint(benchmark::State& state) {
+// from the unmoved run, as a fraction of all ops), from a random placement or the contiguous one. Any
+// exact re-simulation has to redo at least those, so 1 / changed bounds the speedup of an incremental
+// run that replays only what changed.
+void move_footprint(benchmark::State& state, const std::vector<int32_t>& start) {
   Setup& s = setup();
   const int32_t n = s.graph.num_ops();
   auto starts = [&](std::span<const int32_t> place) {
     sim::TraceRecorder trace(*s.sim);
     s.sim->simulate(place, &trace);
-    std::vector<double> start(static_cast<size_t>(n));
-    for (const auto& e : trace.ops()) start[e.op] = e.start_s;
-    return start;
+    std::vector<double> start_s(static_cast<size_t>(n));
+    for (const auto& e : trace.ops()) start_s[e.op] = e.start_s;
+    return start_s;
   };
-  const std::vector<double> base = starts(s.random[0]);
+  const std::vector<double> base = starts(start);
   std::mt19937_64 rng(7);
   std::vector<double> changed;
   for (auto _ : state) {
-    std::vector<int32_t> place = s.random[0];
+    std::vector<int32_t> place = start;
     place[rng() % static_cast<uint64_t>(n)] = static_cast<int32_t>(rng() % static_cast<uint64_t>(s.cluster.num_devices()));
     const std::vector<double> moved = starts(place);
     int64_t differ = 0;
@@ -318,7 +324,11 @@ void BM_MoveFootprint(benchmark::State& state) {
   state.counters["changed_median"] = quantile(0.5);
   state.counters["changed_p75"] = quantile(0.75);
 }
+void BM_MoveFootprint(benchmark::State& state) { move_footprint(state, setup().random[0]); }
 BENCHMARK(BM_MoveFootprint)->Iterations(40)->Unit(benchmark::kMillisecond);
+
+void BM_MoveFootprintContiguous(benchmark::State& state) { move_footprint(state, setup().contiguous); }
+BENCHMARK(BM_MoveFootprintContiguous)->Iterations(40)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
