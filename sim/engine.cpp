@@ -751,6 +751,11 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
     else s.mem_s[d] -= bytes;
   };
 
+  // The network's slot (leaf D) waits for its next event: a transfer ending or finishing its latency.
+  auto schedule_net = [&] {
+    s.next_s[D] = s.net.next_s();
+    tree_update(D);
+  };
   // A transfer has delivered its tensor: its consumers on the destinations have that input now.
   auto net_deliver = [&](int32_t f, double t) {
     const SharedNetwork::Flow& fl = s.net.flow(f);
@@ -825,8 +830,7 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
     if (sharing && d == D) {  // bandwidth sharing: transfers end or finish paying their latency
       if (flush) mem_flush(t, false);
       for (int32_t f : s.net.step(t, s.chan_busy_s)) net_deliver(f, t);
-      s.next_s[D] = s.net.next_s();
-      tree_update(D);
+      schedule_net();
       continue;
     }
     if (s.next_kind[d] == kWake) {
@@ -965,8 +969,7 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
           }
           add_flow({s.dest.data(), static_cast<size_t>(num_dest)}, bytes, timed(s.dest[0]) ? 0.0 : bytes, latency);
         }
-        s.next_s[D] = s.net.next_s();
-        tree_update(D);
+        schedule_net();
       } else if (!broadcast) {
         for (int32_t i = 0; i < num_dest; ++i) {
           const int32_t e = s.dest[i];
