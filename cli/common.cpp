@@ -48,7 +48,10 @@ graphs::Graph load_graph(const std::string& spec) {
   return training ? graphs::expand_training(g) : g;
 }
 
-void print_json(const nlohmann::json& doc) { fmt::print("{}\n", doc.dump()); }
+// Names come from file paths, which need not be UTF-8: such bytes print as U+FFFD instead of throwing.
+void print_json(const nlohmann::json& doc) {
+  fmt::print("{}\n", doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
 
 std::string human(double value, std::string_view unit) {
   static const char* prefixes[] = {"", "K", "M", "G", "T", "P", "E"};

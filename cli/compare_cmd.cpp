@@ -13,10 +13,6 @@ namespace placelab::cli {
 
 namespace {
 
-// The placers that finish in seconds on zoo graphs: the default rows of a comparison.
-const std::vector<std::string> kFastPlacers = {"single_device", "round_robin", "random", "human_expert", "metis",
-                                               "scotch",        "heft",        "m_topo", "m_etf",        "m_sct"};
-
 struct CompareArgs {
   std::string graph = "inception_v3:training=1", cluster = "v100-nvlink-4", placers;
   uint64_t seed = 1;
@@ -36,7 +32,7 @@ void run(const CompareArgs& a) {
   }
   std::vector<std::string> names;
   if (a.placers.empty()) {
-    for (const auto& name : kFastPlacers)
+    for (const auto& name : policy::fast_placers())
       for (const auto& p : policy::placers())
         if (p.name == name) names.push_back(name);
   } else {

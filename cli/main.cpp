@@ -1,6 +1,7 @@
 // The placelab command line: one subcommand per verb (see docs/cli.md). Errors in the input end the
 // program with one line on stderr and exit code 1; usage errors exit with CLI11's code.
 #include <cstdio>
+#include <exception>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -30,6 +31,9 @@ int main(int argc, char** argv) {
   } catch (const std::bad_alloc&) {
     fmt::print(stderr, "placelab: error: out of memory (try a smaller graph or fewer parallel runs)\n");
     return 1;
+  } catch (const std::exception& e) {  // a bug: still one line and a non-zero exit, not an abort
+    fmt::print(stderr, "placelab: internal error: {} (please report it with the command that caused it)\n", e.what());
+    return 2;
   }
   return 0;
 }

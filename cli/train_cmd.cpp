@@ -21,7 +21,7 @@ struct TrainArgs {
   int64_t steps = -1;  // -1: 100, or unlimited when --minutes is given
   double minutes = 0;
   int64_t checkpoint_every = 10;
-  bool resume = false, json = false;
+  bool resume = false, json = false, seed_given = false;
   uint64_t seed = 1;
 };
 
@@ -59,13 +59,21 @@ void run(const TrainArgs& a) {
   nlohmann::json options = a.options.empty() ? nlohmann::json::object() : parse_options(a.options);
   std::string policy = a.policy;
   if (a.checkpoint.empty() && a.resume) throw Error("train: --resume needs --checkpoint DIR (the run to continue)");
+  uint64_t seed = a.seed;
   if (a.resume) {
-    const nlohmann::json checkpoint = rl::read_checkpoint(a.checkpoint);
-    if (policy.empty()) policy = checkpoint["policy"].get<std::string>();
+    // The run keeps its policy and seed, and unless given its options and reward.
+    const rl::SavedRun saved = rl::saved_run(a.checkpoint);
+    if (policy.empty()) policy = saved.policy;
+    rl::check_resumed_policy(saved.file, saved.policy, policy);
+    if (a.seed_given && a.seed != saved.seed) {
+      throw Error(fmt::format("train: --seed {} but the run in {} was seeded with {}; a resumed run keeps its seed, "
+                              "so leave --seed out",
+                              a.seed, a.checkpoint, saved.seed));
+    }
+    seed = saved.seed;
     if (a.options.empty()) {
-      options = checkpoint["options"];
-      const nlohmann::json& tasks = checkpoint["trainer"].value("tasks", nlohmann::json::array());
-      if (!tasks.empty() && tasks[0].contains("reward")) options["reward"] = tasks[0]["reward"];
+      options = saved.options;
+      if (!saved.reward.is_null()) options["reward"] = saved.reward;
     }
   }
   if (policy.empty()) throw Error("train: --policy is required (e.g. --policy hdp; known: see placelab compare --list)");
@@ -84,7 +92,7 @@ void run(const TrainArgs& a) {
   }
   std::unique_ptr<rl::Learner> learner;  // bad names and options first
   try {
-    learner = rl::make_learner(policy, options, a.seed);
+    learner = rl::make_learner(policy, options, seed);
   } catch (const Error& e) {
     if (!saved_options) throw;
     throw Error(fmt::format("{}: options saved there: {}", saved_where, e.what()));
@@ -103,7 +111,7 @@ void run(const TrainArgs& a) {
   train.checkpoint_dir = a.checkpoint;
   train.checkpoint_every = a.checkpoint_every;
   train.resume = a.resume;
-  train.seed = a.seed;
+  train.seed = seed;
   const rl::TrainSummary summary =
       rl::train(*learner, tasks, train, {}, [](std::string_view status) { fmt::print(stderr, "train: {}\n", status); });
 
@@ -123,7 +131,7 @@ void run(const TrainArgs& a) {
                        {"options", learner->options()},
                        {"reward", rl::to_json(reward)},
                        {"cluster", cluster->name()},
-                       {"seed", a.seed},
+                       {"seed", summary.seed},
                        {"steps", summary.steps},
                        {"wall_s", summary.wall_s},
                        {"checkpoint", a.checkpoint.empty() ? nlohmann::json() : nlohmann::json(a.checkpoint)},
@@ -156,11 +164,14 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--checkpoint", args->checkpoint, "Directory for checkpoint.json and the log.jsonl curve");
   cmd->add_option("--checkpoint-every", args->checkpoint_every, "Steps between checkpoints (default 10; also at the end)");
   cmd->add_flag("--resume", args->resume, "Continue the run in --checkpoint DIR exactly where it stopped");
-  cmd->add_option("--seed", args->seed, "Seed of every random choice of the policy (default 1)");
+  CLI::Option* seed = cmd->add_option("--seed", args->seed, "Seed of every random choice of the policy (default 1; a resumed run keeps its own)");
   cmd->add_option("--options", args->options,
                   "Policy options as a JSON object, plus \"reward\": {\"objective\", \"oom_penalty\"}");
   cmd->add_flag("--json", args->json, "Print the summary as one JSON object");
-  cmd->callback([args] { run(*args); });
+  cmd->callback([args, seed] {
+    args->seed_given = seed->count() > 0;
+    run(*args);
+  });
 }
 
 }  // namespace placelab::cli

@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +15,10 @@
 namespace placelab::io {
 
 json read_json_file(const std::string& path) {
+  // An ifstream opens a directory without complaint and then reads nothing.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw Error(fmt::format("{}: is a directory, expected a JSON file", path));
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     if (!std::filesystem::exists(path)) throw Error(fmt::format("{}: no such file", path));
@@ -59,11 +64,14 @@ json parse_json(std::string_view text, const std::string& origin) {
 }
 
 void write_json_atomic(const std::string& path, const json& doc, int indent) {
+  // Serialise first, so nothing is left behind if it throws. Names may come from file paths, which
+  // need not be UTF-8: such bytes are written as U+FFFD instead of throwing.
+  const std::string text = doc.dump(indent, ' ', false, json::error_handler_t::replace);
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) throw Error(fmt::format("{}: cannot be written (does its folder exist?)", path));
-    out << doc.dump(indent) << '\n';
+    out << text << '\n';
     out.flush();
     if (!out) throw Error(fmt::format("{}: write failed (disk full?)", path));
   }
@@ -170,6 +178,8 @@ double JsonNode::as_amount() const {
 }
 
 int64_t JsonNode::as_int() const {
+  if (value_->is_number_unsigned() && value_->get<uint64_t>() > INT64_MAX)  // would wrap to a negative int64
+    fail(fmt::format("expected an integer of at most {}, got {}", INT64_MAX, value_->get<uint64_t>()));
   if (value_->is_number_integer()) return value_->get<int64_t>();
   if (value_->is_number_float()) {
     double v = value_->get<double>();

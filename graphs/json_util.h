@@ -21,7 +21,10 @@ json read_json_file(const std::string& path);
 /** Parses text; `origin` names it in errors (a file name or "<string>"). */
 json parse_json(std::string_view text, const std::string& origin);
 
-/** Writes `doc` to `path` through a temporary file and a rename, so readers never see half a file. */
+/**
+ * Writes `doc` to `path` through a temporary file and a rename, so readers never see half a file.
+ * Strings that are not valid UTF-8 are written with U+FFFD in place of the bad bytes.
+ */
 void write_json_atomic(const std::string& path, const json& doc, int indent = 1);
 
 /** A JSON value with the path that reached it, for error messages like `file: ops[3].flops: ...`. */

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include <fmt/format.h>
 
@@ -24,12 +25,12 @@ Graph expand_training(const Graph& forward, const TrainingOptions& options) {
   check_factor(options.backward_flops_factor, "backward_flops_factor");
   check_factor(options.update_flops_per_param_byte, "update_flops_per_param_byte");
   const OpId n = forward.num_ops();
-  int32_t next_class = 0;
+  int64_t next_class = 0;  // int64: the largest class may be INT32_MAX
   for (OpId f = 0; f < n; ++f) {
     if (forward.phase(f) != Phase::forward)
       throw Error(fmt::format("graph \"{}\": op {} (\"{}\") is a {} op; expand_training needs a forward-only graph",
                               forward.name(), f, forward.op_name(f), phase_name(forward.phase(f))));
-    next_class = std::max(next_class, forward.colocation(f) + 1);
+    next_class = std::max(next_class, int64_t{forward.colocation(f)} + 1);
   }
 
   GraphBuilder builder(forward.name() + "_training");
@@ -37,8 +38,14 @@ Graph expand_training(const Graph& forward, const TrainingOptions& options) {
   std::vector<int32_t> class_of(n);
   for (OpId f = 0; f < n; ++f) {
     OpSpec spec = forward.op_spec(f);
-    class_of[f] = spec.colocation != kNoClass ? spec.colocation : next_class++;
-    spec.colocation = class_of[f];
+    if (spec.colocation == kNoClass) {
+      if (next_class > INT32_MAX)
+        throw Error(fmt::format("graph \"{}\": op \"{}\" needs a new colocation class, but class {} is already the "
+                                "largest possible; number the classes from 0",
+                                forward.name(), forward.op_name(f), INT32_MAX));
+      spec.colocation = static_cast<int32_t>(next_class++);
+    }
+    class_of[f] = spec.colocation;
     builder.add_op(std::move(spec));
   }
   const double bwd = options.backward_flops_factor;

@@ -57,6 +57,9 @@ struct PlacerInfo {
 /** Every placer, in a stable order (see registry.cpp). */
 const std::vector<PlacerInfo>& placers();
 
+/** The placers that finish in seconds on zoo graphs: the default rows of a comparison (CLI and Python). */
+const std::vector<std::string>& fast_placers();
+
 /** The placer called `name`; throws placelab::Error listing the known names otherwise. */
 std::unique_ptr<Placer> make_placer(std::string_view name);
 

@@ -13,6 +13,12 @@
 
 namespace placelab::policy {
 
+const std::vector<std::string>& fast_placers() {
+  static const std::vector<std::string> names = {"single_device", "round_robin", "random", "human_expert", "metis",
+                                                 "scotch",        "heft",        "m_topo", "m_etf",        "m_sct"};
+  return names;
+}
+
 const std::vector<PlacerInfo>& placers() {
   static const std::vector<PlacerInfo> table = {
       {"dp", "optimal contiguous pipelined split (max-load) by the DP over ideals of Tarnawski et al. 2020", make_dp_placer},

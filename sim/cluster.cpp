@@ -3,8 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
-#include <map>
 #include <queue>
 #include <unordered_map>
 
@@ -70,22 +70,34 @@ Cluster::Cluster(ClusterSpec spec) : spec_(std::move(spec)) {
       throw Error(fmt::format("cluster link {}: name \"{}\" is also a device name", i, spec_.links[i].name));
   }
 
+  // Nodes: the devices (0..n-1), then the switches in the order the links name them.
+  std::unordered_map<std::string, int32_t> node_of;
+  std::vector<std::string> node_names;
+  auto node = [&](const std::string& name) {
+    auto [it, fresh] = node_of.emplace(name, static_cast<int32_t>(node_names.size()));
+    if (fresh) node_names.push_back(name);
+    return it->second;
+  };
+  for (const Device& d : spec_.devices) node(d.name);
+  std::vector<int32_t> end_a(spec_.links.size(), -1), end_b(spec_.links.size(), -1);  // -1: a bus
+  for (size_t l = 0; l < spec_.links.size(); ++l)
+    if (!spec_.links[l].end_a.empty()) end_a[l] = node(spec_.links[l].end_a), end_b[l] = node(spec_.links[l].end_b);
+  const size_t nodes = node_names.size();
+
   // Channel of link l walked from node `from`; the node reached (unchanged for a bus).
-  auto walk = [&](int32_t l, const std::string& from, std::string& to) -> int32_t {
-    const Link& link = spec_.links[l];
-    if (link.end_a.empty()) {
+  auto walk = [&](int32_t l, int32_t from, int32_t& to) -> int32_t {
+    if (end_a[l] < 0) {
       to = from;
       return 2 * l;
     }
     int32_t dir = 0;
-    if (from == link.end_a) to = link.end_b;
-    else if (from == link.end_b) to = link.end_a, dir = 1;
+    if (from == end_a[l]) to = end_b[l];
+    else if (from == end_b[l]) to = end_a[l], dir = 1;
     else return -1;
-    return 2 * l + (link.duplex == Duplex::full ? dir : 0);
+    return 2 * l + (spec_.links[l].duplex == Duplex::full ? dir : 0);
   };
 
-  std::vector<std::vector<int32_t>> routes(n * n);
-  std::vector<bool> given(n * n, false);
+  std::unordered_map<size_t, std::vector<int32_t>> given;  // pair index -> channels of its explicit route
   for (size_t r = 0; r < spec_.routes.size(); ++r) {
     const RouteSpec& rs = spec_.routes[r];
     std::string where = fmt::format("cluster route {} ({} -> {})", r, rs.src, rs.dst);
@@ -94,90 +106,88 @@ Cluster::Cluster(ClusterSpec spec) : spec_(std::move(spec)) {
       throw Error(where + ": src and dst must be device names");
     if (s->second == t->second) throw Error(where + ": src equals dst; a device needs no route to itself");
     if (rs.links.empty()) throw Error(where + ": no links; list the links the route crosses");
-    size_t p = static_cast<size_t>(s->second) * n + t->second;
-    if (given[p]) throw Error(where + ": a second route for this pair; give one route per ordered pair");
-    given[p] = true;
-    std::string at = rs.src, next;
+    auto [it, fresh] = given.try_emplace(static_cast<size_t>(s->second) * n + t->second);
+    if (!fresh) throw Error(where + ": a second route for this pair; give one route per ordered pair");
+    std::vector<int32_t>& route = it->second;
+    int32_t at = s->second, next = 0;
+    std::vector<int32_t> visited{at};
     bool all_ends = true;
     for (const auto& name : rs.links) {
       auto li = link_index.find(name);
       if (li == link_index.end()) throw Error(where + ": unknown link \"" + name + "\"");
-      all_ends = all_ends && !spec_.links[li->second].end_a.empty();
-      int32_t ch = walk(li->second, at, next);
-      if (ch < 0) throw Error(where + ": link \"" + name + "\" does not touch \"" + at + "\"; list the links in order");
-      routes[p].push_back(ch);
+      const int32_t l = li->second;
+      if (std::any_of(route.begin(), route.end(), [&](int32_t ch) { return channel_link(ch) == l; }))
+        throw Error(where + ": crosses link \"" + name + "\" twice; a route crosses each link at most once");
+      all_ends = all_ends && end_a[l] >= 0;
+      int32_t ch = walk(l, at, next);
+      if (ch < 0)
+        throw Error(where + ": link \"" + name + "\" does not touch \"" + node_names[at] + "\"; list the links in order");
+      if (end_a[l] >= 0 && std::find(visited.begin(), visited.end(), next) != visited.end())
+        throw Error(where + ": link \"" + name + "\" goes back to \"" + node_names[next] +
+                    "\"; a route visits each node once");
+      visited.push_back(next);
+      route.push_back(ch);
       at = next;
     }
-    if (all_ends && at != rs.dst)
-      throw Error(where + ": the links end at \"" + at + "\", not at \"" + rs.dst + "\"");
+    if (all_ends && at != t->second)
+      throw Error(where + ": the links end at \"" + node_names[at] + "\", not at \"" + rs.dst + "\"");
   }
 
   // Shortest paths (hops, then latency) over links with ends; devices are never inner nodes.
-  std::map<std::string, int32_t> node_of;
-  for (size_t i = 0; i < n; ++i) node_of[spec_.devices[i].name] = static_cast<int32_t>(i);
-  std::vector<std::vector<int32_t>> adjacent_links;  // per node
-  auto node = [&](const std::string& name) {
-    auto [it, fresh] = node_of.emplace(name, static_cast<int32_t>(node_of.size()));
-    return it->second;
-  };
-  std::vector<std::string> node_names(n);
-  for (size_t i = 0; i < n; ++i) node_names[i] = spec_.devices[i].name;
-  for (const Link& l : spec_.links) {
-    if (l.end_a.empty()) continue;
-    for (const auto* e : {&l.end_a, &l.end_b})
-      if (node(*e) >= static_cast<int32_t>(node_names.size())) node_names.push_back(*e);
-  }
-  adjacent_links.resize(node_names.size());
+  std::vector<std::vector<int32_t>> adjacent_links(nodes);
   for (size_t l = 0; l < spec_.links.size(); ++l) {
-    if (spec_.links[l].end_a.empty()) continue;
-    adjacent_links[node_of[spec_.links[l].end_a]].push_back(static_cast<int32_t>(l));
-    adjacent_links[node_of[spec_.links[l].end_b]].push_back(static_cast<int32_t>(l));
+    if (end_a[l] < 0) continue;
+    adjacent_links[end_a[l]].push_back(static_cast<int32_t>(l));
+    adjacent_links[end_b[l]].push_back(static_cast<int32_t>(l));
   }
-  const size_t nodes = node_names.size();
+  using Cost = std::pair<int32_t, double>;  // hops, latency
+  using Entry = std::pair<Cost, int32_t>;   // equal costs: the lower node index first
+  std::vector<Cost> cost(nodes);
+  std::vector<int32_t> via(nodes);  // link used to reach the node
+  std::vector<bool> done(nodes);
+  std::vector<int32_t> path;
+  route_offset_.assign(n * n + 1, 0);
   for (size_t s = 0; s < n; ++s) {
-    std::vector<std::pair<int32_t, double>> cost(nodes, {std::numeric_limits<int32_t>::max(), kInf});
-    std::vector<int32_t> via(nodes, -1);  // link used to reach the node
-    std::vector<bool> done(nodes, false);
+    std::fill(cost.begin(), cost.end(), Cost{std::numeric_limits<int32_t>::max(), kInf});
+    std::fill(via.begin(), via.end(), -1);
+    std::fill(done.begin(), done.end(), false);
     cost[s] = {0, 0.0};
-    for (;;) {  // Dijkstra with a linear scan: clusters have tens of nodes; ties go to the lower index
-      int32_t u = -1;
-      for (size_t v = 0; v < nodes; ++v)
-        if (!done[v] && cost[v].second < kInf && (u < 0 || cost[v] < cost[u])) u = static_cast<int32_t>(v);
-      if (u < 0) break;
+    std::priority_queue<Entry, std::vector<Entry>, std::greater<>> queue;
+    queue.push({cost[s], static_cast<int32_t>(s)});
+    while (!queue.empty()) {
+      const auto [c, u] = queue.top();
+      queue.pop();
+      if (done[u] || c != cost[u]) continue;  // superseded by a cheaper entry
       done[u] = true;
       if (u != static_cast<int32_t>(s) && static_cast<size_t>(u) < n) continue;  // devices do not forward
       for (int32_t l : adjacent_links[u]) {
-        const Link& link = spec_.links[l];
-        int32_t v = node_of[link.end_a == node_names[u] ? link.end_b : link.end_a];
-        std::pair<int32_t, double> c{cost[u].first + 1, cost[u].second + link.latency_s};
-        if (c < cost[v]) cost[v] = c, via[v] = l;
+        const int32_t v = end_a[l] == u ? end_b[l] : end_a[l];
+        const Cost c_v{c.first + 1, c.second + spec_.links[l].latency_s};
+        if (!(c_v < cost[v])) continue;
+        cost[v] = c_v, via[v] = l;
+        if (c_v.second < kInf) queue.push({c_v, v});  // a node at infinite latency is reached but not expanded
       }
     }
     for (size_t t = 0; t < n; ++t) {
-      size_t p = s * n + t;
-      if (s == t || given[p]) continue;
-      if (via[t] < 0)
-        throw Error(fmt::format("cluster \"{}\": device \"{}\" cannot reach \"{}\"; add a link or a route",
-                                spec_.name, spec_.devices[s].name, spec_.devices[t].name));
-      std::vector<int32_t> path;
-      for (int32_t v = static_cast<int32_t>(t); v != static_cast<int32_t>(s);) {
-        const Link& link = spec_.links[via[v]];
-        int32_t u = node_of[link.end_a == node_names[v] ? link.end_b : link.end_a];
-        path.push_back(via[v]);
-        v = u;
+      const size_t p = s * n + t;
+      if (auto it = given.find(p); it != given.end()) {
+        route_channels_.insert(route_channels_.end(), it->second.begin(), it->second.end());
+      } else if (s != t) {
+        if (via[t] < 0)
+          throw Error(fmt::format("cluster \"{}\": device \"{}\" cannot reach \"{}\"; add a link or a route",
+                                  spec_.name, spec_.devices[s].name, spec_.devices[t].name));
+        path.clear();
+        for (int32_t v = static_cast<int32_t>(t); v != static_cast<int32_t>(s);) {
+          const int32_t l = via[v];
+          path.push_back(l);
+          v = end_a[l] == v ? end_b[l] : end_a[l];
+        }
+        std::reverse(path.begin(), path.end());
+        int32_t at = static_cast<int32_t>(s);
+        for (int32_t l : path) route_channels_.push_back(walk(l, at, at));
       }
-      std::reverse(path.begin(), path.end());
-      std::string at = spec_.devices[s].name, next;
-      for (int32_t l : path) {
-        routes[p].push_back(walk(l, at, next));
-        at = next;
-      }
+      route_offset_[p + 1] = static_cast<int32_t>(route_channels_.size());
     }
-  }
-  route_offset_.assign(n * n + 1, 0);
-  for (size_t p = 0; p < n * n; ++p) {
-    route_offset_[p + 1] = route_offset_[p] + static_cast<int32_t>(routes[p].size());
-    route_channels_.insert(route_channels_.end(), routes[p].begin(), routes[p].end());
   }
 }
 
@@ -264,6 +274,9 @@ Cluster cluster_from_json(const nlohmann::json& doc, const std::string& origin) 
       if (l.has("ends")) {
         io::JsonNode ends = l.at("ends");
         if (ends.size() != 2) ends.fail("must list exactly two node names");
+        for (size_t k = 0; k < 2; ++k)  // an empty name would make the link a bus
+          if (ends.at(k).as_string().empty())
+            ends.at(k).fail("is empty; name a device or a switch (leave out \"ends\" for a bus)");
         link.end_a = ends.at(0).as_string();
         link.end_b = ends.at(1).as_string();
       }

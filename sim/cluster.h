@@ -70,8 +70,9 @@ class Cluster {
   /**
    * Validates and builds. Throws placelab::Error naming the device, link or route at fault: no
    * devices, duplicate names, non-positive bandwidth or peak, negative amounts, efficiency outside
-   * (0, 1], a route that does not join its ends, unreachable pairs. Missing routes are the path with
-   * the fewest hops (then least latency) whose inner nodes are switches, never other devices.
+   * (0, 1], a route that does not join its ends or that crosses a link or visits a node twice,
+   * unreachable pairs. Missing routes are the path with the fewest hops (then least latency) whose
+   * inner nodes are switches, never other devices; equal paths go through the node named first.
    */
   explicit Cluster(ClusterSpec spec);
 

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -72,14 +74,18 @@ std::shared_ptr<ProfileModel> profile_from_json(const nlohmann::json& doc, const
   root.check_fields({"format", "version", "entries"});
   auto model = std::make_shared<ProfileModel>(std::move(fallback));
   io::JsonNode entries = root.at("entries");
+  std::map<std::tuple<std::string, std::string, std::string>, size_t> seen;  // (key, kind, name) -> entry
   for (size_t i = 0; i < entries.size(); ++i) {
     io::JsonNode e = entries.at(i);
     e.check_fields({"device_kind", "op", "op_type", "time_s"});
     std::string kind = e.at("device_kind").as_string();
     double s = e.at("time_s").as_amount();
     if (e.has("op") == e.has("op_type")) e.fail("give exactly one of \"op\" (an op name) or \"op_type\"");
-    if (e.has("op")) model->set_op_time(kind, e.at("op").as_string(), s);
-    else model->set_type_time(kind, e.at("op_type").as_string(), s);
+    const std::string key = e.has("op") ? "op" : "op_type", name = e.at(key).as_string();
+    const auto [it, fresh] = seen.emplace(std::tuple{key, kind, name}, i);
+    if (!fresh) e.fail(fmt::format("repeats the time of {} \"{}\" on \"{}\" (entries[{}]); keep one", key, name, kind, it->second));
+    if (e.has("op")) model->set_op_time(kind, name, s);
+    else model->set_type_time(kind, name, s);
   }
   return model;
 }

@@ -26,6 +26,9 @@ namespace placelab::sim {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+// The longest op or transfer a run accepts (~32 years): anything longer is a unit mistake, and the
+// bound keeps every sum of times finite (placers add them up, LP solvers take them as coefficients).
+constexpr double kMaxSeconds = 1e9;
 // Event kinds, in their order at equal times: network (transfers ending under bandwidth sharing), op
 // ends, device wake-ups.
 constexpr int32_t kNet = 0, kEnd = 1, kWake = 2;
@@ -316,9 +319,11 @@ Simulator::Simulator(const graphs::Graph& graph, const Cluster& cluster, std::sh
     for (size_t d = 0; d < D; ++d) {
       double t = measured_of_device[d] >= 0 ? graph.measured_s(op, measured_of_device[d]) : graphs::kUnknown;
       if (std::isnan(t)) t = cost_model_->op_time_s(graph, static_cast<graphs::OpId>(op), cluster.device(d));
-      if (!(t >= 0 && std::isfinite(t)))
-        throw Error(fmt::format("simulator: cost model \"{}\" gives {} s for op \"{}\" on \"{}\"; times must be finite and >= 0",
-                                cost_model_->name(), t, graph.op_name(op), cluster.device(d).name));
+      if (!(t >= 0 && t <= kMaxSeconds))
+        throw Error(fmt::format("simulator: cost model \"{}\" gives {:.6g} s for op \"{}\" on \"{}\"; times must be "
+                                "finite, >= 0 and at most {:g} s: check the op's amounts (FLOPs, bytes, measured or "
+                                "profiled times) and the device's peak, bandwidth and launch overhead",
+                                cost_model_->name(), t, graph.op_name(op), cluster.device(d).name, kMaxSeconds));
       time_[op * D + d] = t;
     }
 
@@ -394,6 +399,28 @@ Simulator::Simulator(const graphs::Graph& graph, const Cluster& cluster, std::sh
       route_off_[p + 1] = route_off_[p] + static_cast<int32_t>(route.size());
       route_ch_.insert(route_ch_.end(), route.begin(), route.end());
     }
+  // Transfers and gaps obey the op-time bound too: the largest tensor on each route, each fixed time.
+  double max_edge_bytes = 0, max_edge_comm_s = 0;
+  for (graphs::EdgeId e = 0; e < graph.num_edges(); ++e) {
+    max_edge_bytes = std::max(max_edge_bytes, graph.edge_bytes(e));
+    if (!std::isnan(graph.edge_comm_s(e))) max_edge_comm_s = std::max(max_edge_comm_s, graph.edge_comm_s(e));
+  }
+  auto check_seconds = [&](double t, const std::string& what) {
+    if (!(t <= kMaxSeconds))
+      throw Error(fmt::format("simulator: {} takes {:.6g} s, more than the {:g} s a run accepts; check its amounts",
+                              what, t, kMaxSeconds));
+  };
+  check_seconds(max_edge_comm_s, fmt::format("a measured transfer of graph \"{}\"", graph.name()));
+  for (size_t a = 0; a < D; ++a)
+    for (size_t b = 0; b < D; ++b)
+      if (a != b)
+        check_seconds(pair_latency_s_[a * D + b] + max_edge_bytes * pair_inv_bandwidth_[a * D + b],
+                      fmt::format("sending the largest tensor ({:g} bytes) from \"{}\" to \"{}\"", max_edge_bytes,
+                                  cluster.device(a).name, cluster.device(b).name));
+  for (size_t d = 0; d < D; ++d)
+    check_seconds(cluster.device(d).gap_after_op_s, fmt::format("the gap after each op on \"{}\"", cluster.device(d).name));
+  for (int32_t l = 0; l < cluster.num_links(); ++l)
+    check_seconds(cluster.link(l).busy_after_s, fmt::format("the busy time after each transfer on link \"{}\"", cluster.link(l).name));
   channel_busy_after_s_.resize(channels_);
   channel_bandwidth_.resize(channels_);
   for (int32_t c = 0; c < channels_; ++c) channel_bandwidth_[c] = cluster.link(Cluster::channel_link(c)).bandwidth_bytes_per_s;
@@ -725,30 +752,36 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
     }
     mem.push(MemEvent{mem_key(time_s, is_alloc), d, bytes});
   };
-  auto mem_alloc = [&](int32_t d, int64_t bytes) {
+  auto mem_alloc = [&](int32_t d, int64_t bytes, double time_s) {
     s.mem_s[d] += bytes;
     s.peak_s[d] = std::max(s.peak_s[d], s.mem_s[d]);
+    if (kGeneral && observer) observer->on_memory(d, time_s, s.mem_s[d]);
   };
+  auto mem_free = [&](int32_t d, int64_t bytes, double time_s) {
+    s.mem_s[d] -= bytes;
+    if (kGeneral && observer) observer->on_memory(d, time_s, s.mem_s[d]);
+  };
+  auto mem_time = [](const MemEvent& e) { return std::bit_cast<double>(e.key >> 1); };
   // Applies dated changes up to time t: frees at t always, allocations at t only before allocations.
   auto mem_flush = [&](double t, bool allocs_at_t) {
     // Allocations of an earlier instant (or of this one, before this instant's allocations) come first:
     // every change still in the heap is at that instant or later, and this instant's frees are done.
     if (!mem_now.empty() && (mem_now.front().key < mem_key(t, 0) || allocs_at_t)) {
-      for (const MemEvent& e : mem_now) mem_alloc(e.device, e.bytes);
+      for (const MemEvent& e : mem_now) mem_alloc(e.device, e.bytes, mem_time(e));
       mem_now.clear();
     }
     const uint64_t limit = mem_key(t, allocs_at_t ? 1 : 0);
     while (mem.size > 0 && mem.min <= limit) {
       const MemEvent e = mem.pop();
-      if (e.is_alloc()) mem_alloc(e.device, e.bytes);
-      else s.mem_s[e.device] -= e.bytes;
+      if (e.is_alloc()) mem_alloc(e.device, e.bytes, mem_time(e));
+      else mem_free(e.device, e.bytes, mem_time(e));
     }
   };
   auto free_output = [&](int32_t op, int32_t d, double t) {
     const int64_t bytes = info[op].output_mem;
     if (bytes <= 0 || (sharing && s.sending[op] > 0)) return;  // a sharing transfer still reads it: freed when it ends
     if (state[op].hold_until_s > t) mem_later(state[op].hold_until_s, 0, d, bytes);
-    else s.mem_s[d] -= bytes;
+    else mem_free(d, bytes, t);
   };
 
   // The network's slot (leaf D) waits for its next event: a transfer ending or finishing its latency.
@@ -794,6 +827,7 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
       off += s.heap_size[d];
       s.heap_size[d] = 0;
       s.peak_s[d] = s.mem_s[d];
+      if (kGeneral && observer) observer->on_memory(d, 0, s.mem_s[d]);
       s.running[d] = -1;
       s.free_s[d] = 0;
       s.next_s[d] = kInf;
@@ -849,7 +883,7 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
       s.next_s[d] = t + dur;
       s.next_kind[d] = kEnd;
       tree_update(d);
-      mem_alloc(d, info[op].output_mem + info[op].temp_mem);
+      mem_alloc(d, info[op].output_mem + info[op].temp_mem, t);
       s.busy[d] += dur;
       if (kGeneral && observer) observer->on_op(op, d, t, t + dur);
       // Its end, some events from now, reads the records of its inputs and the state of its consumers:
@@ -879,7 +913,7 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
     s.critical = std::max(s.critical, cp_end);
     s.running[d] = -2;  // ending: make_ready must not schedule d before its gap is known
     s.free_s[d] = t + gap_after_op_s_[d];
-    s.mem_s[d] -= ip.temp_mem;
+    mem_free(d, ip.temp_mem, t);
 
     // Inputs whose last local consumer this was.
     for (int32_t k = ip.in_begin; k < ip.in_end; ++k) {
@@ -889,7 +923,7 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
         const int32_t q = ins[k].src;
         if (--state[q].local_left == 0) free_output(q, d, t);
       } else if (--s.xfer[x].left == 0) {
-        s.mem_s[d] -= s.xfer[x].bytes;
+        mem_free(d, s.xfer[x].bytes, t);
       }
     }
 

@@ -63,6 +63,12 @@ class SimObserver {
   virtual void on_op(graphs::OpId op, int32_t device, double start_s, double end_s) = 0;
   /** The output of `op` moves from `src` to `dst` (along the pair's route) from start_s to end_s. */
   virtual void on_transfer(graphs::OpId op, int32_t src, int32_t dst, double start_s, double end_s, double bytes) = 0;
+  /**
+   * `device` holds `bytes` from time_s on: called after every memory change, in the order the run
+   * applies them (the order that decides peaks at one instant), first with each device's resident bytes
+   * at time 0. The maximum per device is its peak. Optional.
+   */
+  virtual void on_memory(int32_t /*device*/, double /*time_s*/, int64_t /*bytes*/) {}
 };
 
 /** Per-thread working memory of simulate(); make one with Simulator::make_scratch(). */

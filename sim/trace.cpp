@@ -17,9 +17,14 @@ void TraceRecorder::on_transfer(graphs::OpId op, int32_t src, int32_t dst, doubl
   transfers_.push_back(TransferEvent{op, src, dst, start_s, end_s, bytes});
 }
 
+void TraceRecorder::on_memory(int32_t device, double time_s, int64_t bytes) {
+  memory_.push_back(MemoryEvent{device, time_s, bytes});
+}
+
 void TraceRecorder::clear() {
   ops_.clear();
   transfers_.clear();
+  memory_.clear();
 }
 
 nlohmann::json TraceRecorder::to_chrome_json() const {
@@ -50,6 +55,9 @@ nlohmann::json TraceRecorder::to_chrome_json() const {
                       {"ts", e.start_s * 1e6}, {"dur", (e.end_s - e.start_s) * 1e6},
                       {"args", {{"op", e.op}, {"bytes", e.bytes}}}});
   }
+  for (const MemoryEvent& e : memory_)
+    events.push_back({{"name", "memory " + c.device(e.device).name}, {"ph", "C"}, {"pid", 0}, {"ts", e.time_s * 1e6},
+                      {"args", {{"bytes", e.bytes}}}});
   return {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
 }
 

@@ -11,7 +11,7 @@
 
 namespace placelab::sim {
 
-/** Records every op and transfer of one simulate() call; nothing is written until asked. */
+/** Records every op, transfer and memory change of one simulate() call; nothing is written until asked. */
 class TraceRecorder final : public SimObserver {
  public:
   struct OpEvent {
@@ -24,18 +24,29 @@ class TraceRecorder final : public SimObserver {
     int32_t src, dst;
     double start_s, end_s, bytes;
   };
+  struct MemoryEvent {
+    int32_t device;
+    double time_s;
+    int64_t bytes;  // held from time_s on
+  };
 
   /** `simulator` names the ops and devices; it must outlive the recorder. */
   explicit TraceRecorder(const Simulator& simulator) : sim_(&simulator) {}
 
   void on_op(graphs::OpId op, int32_t device, double start_s, double end_s) override;
   void on_transfer(graphs::OpId op, int32_t src, int32_t dst, double start_s, double end_s, double bytes) override;
+  void on_memory(int32_t device, double time_s, int64_t bytes) override;
 
   const std::vector<OpEvent>& ops() const { return ops_; }
   const std::vector<TransferEvent>& transfers() const { return transfers_; }
+  /** Bytes held per device after each change, in the engine's order (times never decrease). */
+  const std::vector<MemoryEvent>& memory() const { return memory_; }
   void clear();
 
-  /** Chrome trace-event JSON: one row per device (pid 0) and per device pair's transfers (pid 1); times in us. */
+  /**
+   * Chrome trace-event JSON: one row per device (pid 0) and per device pair's transfers (pid 1), and a
+   * counter "memory DEVICE" of the bytes each device holds; times in us.
+   */
   nlohmann::json to_chrome_json() const;
   /** Writes to_chrome_json() to `path`. */
   void write_chrome(const std::string& path) const;
@@ -46,6 +57,7 @@ class TraceRecorder final : public SimObserver {
   const Simulator* sim_;
   std::vector<OpEvent> ops_;
   std::vector<TransferEvent> transfers_;
+  std::vector<MemoryEvent> memory_;
 };
 
 }  // namespace placelab::sim

@@ -1,6 +1,8 @@
 // Parameter initialisation and the placelab.params save/load format.
 #include "policy/nn/module.h"
 
+#include <cmath>
+#include <limits>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -62,6 +64,14 @@ void load_parameters(const std::string& path, const ParamList<float>& params) {
   parameters_from_json(io::read_json_file(path), path, params);
 }
 
+float float_from_json(const io::JsonNode& node) {
+  const double v = node.as_number();
+  if (!(std::abs(v) <= std::numeric_limits<float>::max())) {
+    node.fail(fmt::format("is {:g}, beyond a float's range (+-{:g}); the file is damaged", v, std::numeric_limits<float>::max()));
+  }
+  return static_cast<float>(v);
+}
+
 void parameters_from_json(const nlohmann::json& doc, const std::string& origin, const ParamList<float>& params) {
   const io::JsonNode root(doc, origin);
   root.check_header("placelab.params", {1});
@@ -93,7 +103,7 @@ void parameters_from_json(const nlohmann::json& doc, const std::string& origin, 
       data.fail(fmt::format("has {} numbers, shape [{}, {}] needs {}", data.size(), rows, cols, rows * cols));
     }
     Matrix<float> value(rows, cols);
-    for (size_t i = 0; i < data.size(); ++i) value.data()[i] = static_cast<float>(data.at(i).as_number());
+    for (size_t i = 0; i < data.size(); ++i) value.data()[i] = float_from_json(data.at(i));
     loaded[it->second] = std::move(value);
     seen[it->second] = true;
   }

@@ -14,6 +14,10 @@
 
 #include "policy/autodiff/ops.h"
 
+namespace placelab::io {
+class JsonNode;
+}
+
 namespace placelab::nn {
 
 using autodiff::Index;
@@ -70,5 +74,8 @@ nlohmann::json parameters_to_json(const ParamList<float>& params);
  * errors (a file, or a checkpoint and its field). Nothing is modified unless the whole document fits.
  */
 void parameters_from_json(const nlohmann::json& doc, const std::string& origin, const ParamList<float>& params);
+
+/** A saved float: a JSON number within float's finite range, else an error naming it (a cast would give inf). */
+float float_from_json(const io::JsonNode& node);
 
 }  // namespace placelab::nn

@@ -9,6 +9,7 @@
 
 #include "graphs/error.h"
 #include "graphs/json_util.h"
+#include "policy/nn/module.h"
 
 namespace placelab::nn {
 
@@ -39,7 +40,7 @@ std::vector<MatrixF> matrices_from_json(const io::JsonNode& node, const std::vec
       entry.fail(fmt::format("has {} numbers but parameter {} has {} (state of another model?)", n, i, params[i].size()));
     }
     MatrixF m(params[i].rows(), params[i].cols());
-    for (size_t k = 0; k < n; ++k) m.data()[k] = static_cast<float>(entry.at(k).as_number());
+    for (size_t k = 0; k < n; ++k) m.data()[k] = float_from_json(entry.at(k));
     out[i] = std::move(m);
   }
   return out;

@@ -251,7 +251,9 @@ void load_rng_state(std::mt19937_64& rng, const std::string& state) {
   std::istringstream in(state);
   std::mt19937_64 restored;
   in >> restored;
-  if (in.fail()) {
+  const bool read = !in.fail() && (in >> std::ws).eof();  // and nothing after it
+  std::mt19937_64 probe = restored;  // an all-zero state only ever draws 0
+  if (!read || (probe() | probe() | probe() | probe()) == 0) {
     throw Error("rng state is not a std::mt19937_64 state (312 numbers); the checkpoint is damaged or of another policy");
   }
   rng = restored;

@@ -8,10 +8,19 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <fmt/format.h>
 
 #include "graphs/error.h"
+#include "graphs/io.h"
 #include "graphs/json_util.h"
 #include "policy/placer.h"
 
@@ -39,6 +48,9 @@ double reference_cost_s(const std::string& name, const sim::Simulator& simulator
   return best;
 }
 
+// Task names come from file paths, which need not be UTF-8: such bytes are written as U+FFFD.
+std::string dump(const nlohmann::json& doc) { return doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+
 // Infinity (no fitting placement yet) is null in JSON.
 nlohmann::json cost_json(double cost_s) { return std::isfinite(cost_s) ? nlohmann::json(cost_s) : nlohmann::json(); }
 double cost_from_json(const io::JsonNode& node) { return node.value().is_null() ? kInf : node.as_number(); }
@@ -49,6 +61,7 @@ std::string ms(double seconds) {
 
 // What the trainer itself carries across a resume.
 struct TrainerState {
+  uint64_t seed = 0;  // the fresh run's: a resumed run keeps it
   int64_t step = 0;
   double wall_s = 0;
   int64_t simulations = 0;
@@ -57,19 +70,38 @@ struct TrainerState {
   std::vector<int64_t> best_step;
 };
 
-nlohmann::json trainer_json(const TrainerState& state, const std::vector<Task>& tasks, uint64_t seed) {
+// What a task's saved bests are valid for: its graph, cluster and cost model, by content (a file
+// changed since the checkpoint keeps its name).
+nlohmann::json task_fingerprint(const Task& task) {
+  auto fnv1a = [](const std::string& text) {
+    uint64_t h = 0xcbf29ce484222325;
+    for (unsigned char c : text) h = (h ^ c) * 0x100000001b3;
+    return fmt::format("{:016x}", h);
+  };
+  return {{"ops", task.graph->num_ops()},
+          {"devices", task.cluster->num_devices()},
+          {"graph_hash", fnv1a(dump(graphs::graph_to_json(*task.graph)))},
+          {"cluster_hash", fnv1a(dump(sim::cluster_to_json(*task.cluster)))},
+          {"cost_model", task.simulator->cost_model()->name()}};
+}
+
+nlohmann::json trainer_json(const TrainerState& state, const std::vector<Task>& tasks,
+                            const std::vector<nlohmann::json>& fingerprints) {
   nlohmann::json list = nlohmann::json::array();
   for (size_t t = 0; t < tasks.size(); ++t) {
     list.push_back({{"name", tasks[t].name},
+                    {"fingerprint", fingerprints[t]},
                     {"reward", to_json(tasks[t].reward)},
                     {"best_cost_s", cost_json(state.best_cost_s[t])},
                     {"best_step", state.best_step[t]},
                     {"best_placement", state.best_placement[t]}});
   }
-  return {{"seed", seed}, {"wall_s", state.wall_s}, {"simulations", state.simulations}, {"tasks", std::move(list)}};
+  return {{"seed", state.seed}, {"wall_s", state.wall_s}, {"simulations", state.simulations}, {"tasks", std::move(list)}};
 }
 
-void restore_trainer(const io::JsonNode& node, const std::vector<Task>& tasks, TrainerState& state) {
+// Restores what trainer_json saved at `step`, checking that it fits these tasks.
+void restore_trainer(const io::JsonNode& node, const std::vector<Task>& tasks,
+                     const std::vector<nlohmann::json>& fingerprints, int64_t step, TrainerState& state) {
   node.check_fields({"seed", "wall_s", "simulations", "tasks"});
   const io::JsonNode list = node.at("tasks");
   std::string saved, given;
@@ -82,44 +114,111 @@ void restore_trainer(const io::JsonNode& node, const std::vector<Task>& tasks, T
   }
   state.wall_s = node.at("wall_s").as_amount();
   state.simulations = node.at("simulations").as_int();
+  if (state.simulations < 0) node.at("simulations").fail("must be >= 0");
   for (size_t t = 0; t < tasks.size(); ++t) {
     const io::JsonNode entry = list.at(t);
-    entry.check_fields({"name", "reward", "best_cost_s", "best_step", "best_placement"});
+    entry.check_fields({"name", "fingerprint", "reward", "best_cost_s", "best_step", "best_placement"});
+    if (entry.at("fingerprint").value() != fingerprints[t]) {
+      entry.at("fingerprint").fail(fmt::format("is {} but this run's graph and cluster give {}: a file changed since "
+                                               "the checkpoint; resume with the files it trained on, or start a new "
+                                               "run in another directory",
+                                               entry.at("fingerprint").value().dump(), fingerprints[t].dump()));
+    }
     if (entry.at("reward").value() != to_json(tasks[t].reward)) {
       entry.at("reward").fail(fmt::format("is {} but this run rewards {}; resume with the same reward options",
                                           entry.at("reward").value().dump(), to_json(tasks[t].reward).dump()));
     }
+    // No best yet (null cost, step -1, no placement), or a fitting placement found before `step`.
     state.best_cost_s[t] = cost_from_json(entry.at("best_cost_s"));
     state.best_step[t] = entry.at("best_step").as_int();
     const io::JsonNode placement = entry.at("best_placement");
-    std::vector<int32_t> device_of(placement.size());
-    for (size_t i = 0; i < device_of.size(); ++i) device_of[i] = static_cast<int32_t>(placement.at(i).as_int());
+    const bool none = !std::isfinite(state.best_cost_s[t]);
+    if (!none && !(state.best_cost_s[t] > 0)) entry.at("best_cost_s").fail("must be > 0, or null when none fits");
+    if (none ? state.best_step[t] != -1 : state.best_step[t] < 0 || state.best_step[t] >= step) {
+      entry.at("best_step").fail(none ? "must be -1 when best_cost_s is null"
+                                      : fmt::format("must be a step before the checkpoint's ({})", step));
+    }
+    const size_t ops = none ? 0 : static_cast<size_t>(tasks[t].graph->num_ops());
+    if (placement.size() != ops) {
+      placement.fail(fmt::format("has {} entries, expected {} (the best placement's ops)", placement.size(), ops));
+    }
+    const int64_t devices = tasks[t].cluster->num_devices();
+    std::vector<int32_t> device_of(ops);
+    for (size_t i = 0; i < ops; ++i) {
+      const int64_t d = placement.at(i).as_int();
+      if (d < 0 || d >= devices) placement.at(i).fail(fmt::format("is {}, expected a device in 0..{}", d, devices - 1));
+      device_of[i] = static_cast<int32_t>(d);
+    }
     state.best_placement[t] = std::move(device_of);
   }
 }
 
-// Keeps the log lines of steps before `step` (a crash may have left later or half-written lines).
-void truncate_log(const std::string& path, int64_t step) {
-  if (!fs::exists(path)) return;
-  std::ifstream in(path);
-  std::string kept, line;
-  while (std::getline(in, line)) {
-    const nlohmann::json entry = nlohmann::json::parse(line, nullptr, false);
-    if (entry.is_discarded() || !entry.is_object() || !entry.contains("step") || !entry["step"].is_number_integer() ||
-        entry["step"].get<int64_t>() >= step) {
-      break;
-    }
-    kept += line + '\n';
+// Keeps the log's lines of the steps before `step`, which must all be there in order: a killed run can
+// only have left lines after them, the last maybe half-written. Nothing else is dropped silently.
+void truncate_log(const std::string& path, int64_t step, const std::function<void(std::string_view)>& progress) {
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  if (!fs::exists(status)) {
+    if (step > 0 && progress) progress(fmt::format("{} is missing; the new log starts at step {}", path, step));
+    return;
   }
-  in.close();
+  const std::string fix = fmt::format("move it away (e.g. to {}.damaged) to resume with a log from step {} on", path, step);
+  if (!fs::is_regular_file(status)) throw Error(fmt::format("{}: is not a file; {}", path, fix));
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(std::move(line));
+  if (in.bad()) throw Error(fmt::format("{}: cannot be read", path));
+  std::string kept;
+  int64_t expected = 0;
+  for (size_t i = 0; i < lines.size() && expected < step; ++i) {
+    const nlohmann::json entry = nlohmann::json::parse(lines[i], nullptr, false);
+    const bool valid = !entry.is_discarded() && entry.is_object() && entry.contains("step") &&
+                       entry["step"].is_number_integer();
+    if (!valid && i + 1 == lines.size()) break;  // half-written by a killed run
+    if (!valid) throw Error(fmt::format("{}:{}: is not a log line; {}", path, i + 1, fix));
+    const int64_t at = entry["step"].get<int64_t>();
+    if (at != expected) throw Error(fmt::format("{}:{}: is step {} where step {} should be; {}", path, i + 1, at, expected, fix));
+    kept += lines[i] + '\n';
+    ++expected;
+  }
+  if (expected < step) {
+    const std::string has = expected == 0 ? "has no steps" : fmt::format("has steps 0 to {} only", expected - 1);
+    throw Error(fmt::format("{}: {} but the checkpoint is at step {}; {}", path, has, step, fix));
+  }
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     out << kept;
     if (!out) throw Error(fmt::format("{}: cannot be written (disk full?)", tmp));
   }
-  fs::rename(tmp, path);
+  fs::rename(tmp, path, ec);
+  if (ec) throw Error(fmt::format("{}: cannot replace the file ({})", path, ec.message()));
 }
+
+// An exclusive lock on a checkpoint directory for as long as a run uses it: a second run there would
+// interleave its log lines and checkpoints with the first's. The kernel drops it when the process dies.
+class DirectoryLock {
+ public:
+  explicit DirectoryLock(const std::string& dir) {
+    const std::string path = (fs::path(dir) / "lock").string();
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw Error(fmt::format("{}: cannot be created ({})", path, std::strerror(errno)));
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      ::close(fd_);
+      throw Error(fmt::format("{}: another training run is using this directory; wait for it to end, or choose "
+                              "another --checkpoint directory",
+                              dir));
+    }
+  }
+  ~DirectoryLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  DirectoryLock(const DirectoryLock&) = delete;
+  DirectoryLock& operator=(const DirectoryLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
 
 }  // namespace
 
@@ -199,6 +298,34 @@ void check_checkpoint(const nlohmann::json& doc, const std::string& origin) {
 
 namespace {
 
+uint64_t checkpoint_seed(const nlohmann::json& doc, const std::string& origin) {
+  const io::JsonNode seed = io::JsonNode(doc, origin).at("trainer").at("seed");
+  if (!seed.value().is_number_unsigned()) seed.fail("must be an integer >= 0");
+  return seed.value().get<uint64_t>();
+}
+
+}  // namespace
+
+SavedRun saved_run(const std::string& dir) {
+  SavedRun run;
+  run.file = checkpoint_file(dir);
+  const nlohmann::json doc = read_checkpoint(dir);
+  run.policy = doc["policy"].get<std::string>();
+  run.options = doc["options"];
+  run.seed = checkpoint_seed(doc, run.file);
+  const io::JsonNode tasks = io::JsonNode(doc, run.file).at("trainer").at("tasks");
+  if (tasks.size() > 0) run.reward = tasks.at(0).at("reward").value();
+  return run;
+}
+
+void check_resumed_policy(const std::string& file, const std::string& saved, std::string_view name) {
+  if (saved != name) {
+    throw Error(fmt::format("{}: policy: is \"{}\" but this run trains {}; resume with --policy {}", file, saved, name, saved));
+  }
+}
+
+namespace {
+
 // Gives `learner` the state saved in checkpoint `doc`, naming the checkpoint when it does not fit.
 void load_saved_state(Learner& learner, const nlohmann::json& doc, const std::string& origin) {
   try {
@@ -248,35 +375,41 @@ TrainSummary train(Learner& learner, const std::vector<Task>& tasks, const Train
   state.best_placement.assign(n, {});
   state.best_step.assign(n, -1);
 
+  state.seed = options.seed;
+
   const bool logging = !options.checkpoint_dir.empty();
   const std::string log_path = logging ? (fs::path(options.checkpoint_dir) / "log.jsonl").string() : "";
+  std::vector<nlohmann::json> fingerprints;
+  if (logging) std::transform(tasks.begin(), tasks.end(), std::back_inserter(fingerprints), task_fingerprint);
+  std::optional<DirectoryLock> lock;
   if (options.resume) {
     if (!logging) throw Error("train: resume needs the checkpoint directory of the run to continue");
+    std::error_code ec;
+    if (fs::is_directory(options.checkpoint_dir, ec)) lock.emplace(options.checkpoint_dir);
     const std::string file = checkpoint_file(options.checkpoint_dir);
     const nlohmann::json doc = read_checkpoint(options.checkpoint_dir);
     const io::JsonNode root(doc, file);
-    if (doc["policy"] != learner.name()) {
-      root.at("policy").fail(fmt::format("is {} but this run trains {}; resume with --policy {}",
-                                         doc["policy"].dump(), learner.name(), doc["policy"].get<std::string>()));
-    }
+    check_resumed_policy(file, doc["policy"].get<std::string>(), learner.name());
     if (doc["options"] != learner.options()) {
       root.at("options").fail(fmt::format("are {} but this run has {}; resume with the checkpoint's options",
                                           doc["options"].dump(), learner.options().dump()));
     }
-    restore_trainer(root.at("trainer"), tasks, state);
-    load_saved_state(learner, doc, file);
     state.step = doc["step"].get<int64_t>();
-    truncate_log(log_path, state.step);
+    state.seed = checkpoint_seed(doc, file);
+    restore_trainer(root.at("trainer"), tasks, fingerprints, state.step, state);
+    load_saved_state(learner, doc, file);
+    truncate_log(log_path, state.step, progress);
   } else if (logging) {
+    std::error_code ec;
+    fs::create_directories(options.checkpoint_dir, ec);
+    if (ec) throw Error(fmt::format("{}: cannot create the directory ({})", options.checkpoint_dir, ec.message()));
+    lock.emplace(options.checkpoint_dir);
     const fs::path existing = fs::path(options.checkpoint_dir) / "checkpoint.json";
-    if (fs::exists(existing)) {
+    if (fs::exists(existing, ec)) {
       throw Error(fmt::format("{}: a checkpoint is already there; pass --resume to continue that run, or choose "
                               "another --checkpoint directory",
                               existing.string()));
     }
-    std::error_code ec;
-    fs::create_directories(options.checkpoint_dir, ec);
-    if (ec) throw Error(fmt::format("{}: cannot create the directory ({})", options.checkpoint_dir, ec.message()));
     std::ofstream(log_path, std::ios::trunc);
   }
   std::ofstream log;
@@ -292,7 +425,7 @@ TrainSummary train(Learner& learner, const std::vector<Task>& tasks, const Train
   const double wall_before_s = state.wall_s;
   const auto elapsed_s = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
   const auto save = [&] {
-    if (logging) save_checkpoint(options.checkpoint_dir, learner, state.step, trainer_json(state, tasks, options.seed));
+    if (logging) save_checkpoint(options.checkpoint_dir, learner, state.step, trainer_json(state, tasks, fingerprints));
   };
 
   bool stop = state.step >= options.steps;
@@ -312,7 +445,7 @@ TrainSummary train(Learner& learner, const std::vector<Task>& tasks, const Train
     const LogEntry entry{step, tasks[t].name, stats.reward_mean, stats.cost_mean_s, state.best_cost_s[t],
                          state.wall_s, stats.loss, stats.entropy, state.simulations};
     if (logging) {
-      log << to_json(entry).dump() << '\n';
+      log << dump(to_json(entry)) << '\n';
       log.flush();
       if (!log) throw Error(fmt::format("{}: write failed (disk full?)", log_path));
     }
@@ -332,6 +465,7 @@ TrainSummary train(Learner& learner, const std::vector<Task>& tasks, const Train
   }
 
   TrainSummary summary;
+  summary.seed = state.seed;
   summary.steps = state.step;
   summary.wall_s = state.wall_s;
   summary.best_cost_s = std::move(state.best_cost_s);

@@ -4,8 +4,8 @@
 //
 // A checkpoint is one JSON file (DIR/checkpoint.json, written to a temporary file and renamed):
 // {"format": "placelab.checkpoint", "version": 1, "policy": NAME, "options": {...}, "step": N,
-//  "learner": <Learner::state()>, "trainer": {seed, wall time, simulations, per task: name, reward options,
-//  best cost, step and placement}} (docs/learned.md#checkpoints). Resuming loads it,
+//  "learner": <Learner::state()>, "trainer": {seed, wall time, simulations, per task: name, fingerprint of
+//  the graph and cluster, reward options, best cost, step and placement}} (docs/learned.md#checkpoints). Resuming loads it,
 // truncates DIR/log.jsonl to the checkpoint's step and continues; the same seed and options then give
 // the same curve as an uninterrupted run, step for step.
 #pragma once
@@ -113,12 +113,13 @@ struct TrainOptions {
   std::string checkpoint_dir;   // empty: no checkpoints, no log file
   int64_t checkpoint_every = 10;  // also at the end of the run; <= 0: only at the end
   bool resume = false;          // continue from checkpoint_dir's checkpoint (an error if there is none)
-  uint64_t seed = 0;            // recorded in the checkpoint (the learner was seeded when made)
+  uint64_t seed = 0;            // recorded in the checkpoint (the learner was seeded when made); a resumed run keeps the saved one
   int64_t progress_every = 0;   // a progress line every so many steps (and every 10 s); 0: about 20 per run
 };
 
 /** Outcome of a run: the best placement found per task. */
 struct TrainSummary {
+  uint64_t seed = 0;  // the run's: a resumed run's is the checkpoint's
   int64_t steps = 0;
   double wall_s = 0;
   std::vector<double> best_cost_s;                 // per task
@@ -146,6 +147,18 @@ void save_checkpoint(const std::string& dir, const Learner& learner, int64_t ste
 nlohmann::json read_checkpoint(const std::string& path);
 /** Checks a checkpoint document's header and fields (read_checkpoint's checks); `origin` names it in errors. */
 void check_checkpoint(const nlohmann::json& doc, const std::string& origin);
+/** What a resumed run takes from its checkpoint: the policy and seed always, options and reward unless given. */
+struct SavedRun {
+  std::string file;        // the checkpoint file, for errors
+  std::string policy;
+  nlohmann::json options;  // the learner's options
+  nlohmann::json reward;   // the first task's reward options (null when the checkpoint has no task)
+  uint64_t seed = 0;
+};
+/** Reads SavedRun from the checkpoint in `dir`; throws placelab::Error naming the file and field. */
+SavedRun saved_run(const std::string& dir);
+/** Throws placelab::Error naming checkpoint `file` and the fix unless its `saved` policy is `name`. */
+void check_resumed_policy(const std::string& file, const std::string& saved, std::string_view name);
 /** A learner restored from a checkpoint file or directory (made with the saved name, options and state). */
 std::unique_ptr<Learner> load_learner(const std::string& path);
 /**

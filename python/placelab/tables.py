@@ -44,13 +44,13 @@ def devices_frame(simulator, result):
 
 
 def compare(simulator, placers=None, options=None, seed=0):
-    """Runs each placer (names; default every registered one but the learned ones, which train first) on
+    """Runs each placer (names; default fast_placers(), those that finish in seconds on zoo graphs, as the
+    command line's compare does: name others, e.g. "milp", "dp" or a learned one, to include them) on
     `simulator` and tabulates the simulated step: one row per placer with step time, speed-up over the slowest,
     OOM, bytes moved and the placer's wall time. `options` maps placer names to option dicts."""
     import pandas as pd
 
-    learned = dict(_core.learners())  # they train first: name them explicitly to include them
-    names = placers if placers is not None else [name for name, _ in _core.placers() if name not in learned]
+    names = placers if placers is not None else _core.fast_placers()
     options = options or {}
     rows = []
     for name in names:

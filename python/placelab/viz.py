@@ -81,50 +81,28 @@ def timeline(simulator, trace, ax=None, path=None, transfers=True, color_by="typ
     return _finish(ax, path)
 
 
-def memory_over_time(simulator, trace, placement):
-    """Bytes held per device over the step, replayed from the schedule with the simulator's memory rules
-    (docs/simulator.md): parameters for the whole step; an op's output from its start until its last local
-    consumer and its last outgoing transfer end; a received copy from its transfer's start until the transfer
-    and its last data consumer on that device end; temp bytes while the op runs; frees before allocations at one instant.
-    Returns (times, bytes of shape (devices, times)); the maximum per device is result['device_peak_bytes']."""
-    g = simulator.graph
-    placement = np.asarray(placement)
-    ops, t = trace["ops"], trace["transfers"]
-    start = np.zeros(g.num_ops)
-    end = np.zeros(g.num_ops)
-    start[ops["op"]] = ops["start_s"]
-    end[ops["op"]] = ops["end_s"]
-    last_use = {}  # (op, device) -> end of its last data consumer on that device (control edges hold nothing)
-    data = g.edge_bytes > 0
-    for src, dst in zip(g.edge_src[data].tolist(), g.edge_dst[data].tolist()):
-        key = (src, int(placement[dst]))
-        last_use[key] = max(last_use.get(key, -np.inf), end[dst])
-    sent_until = {}  # op -> end of its last outgoing transfer
-    for op, t_end in zip(t["op"].tolist(), t["end_s"].tolist()):
-        sent_until[op] = max(sent_until.get(op, -np.inf), t_end)
-    out_b, temp_b = g.output_bytes, g.temp_bytes
-    events = []  # (time, device, bytes): negative bytes are frees
-    for op in range(g.num_ops):
-        d = int(placement[op])
-        events += [(start[op], d, temp_b[op]), (end[op], d, -temp_b[op]), (start[op], d, out_b[op])]
-        free = max(last_use.get((op, d), -np.inf), sent_until.get(op, -np.inf))
-        events.append((end[op] if free == -np.inf else free, d, -out_b[op]))
-    for op, dst, t_start, t_end, b in zip(t["op"].tolist(), t["dst"].tolist(), t["start_s"].tolist(),
-                                          t["end_s"].tolist(), t["bytes"].tolist()):
-        events.append((t_start, dst, b))
-        events.append((max(t_end, last_use.get((op, dst), t_end)), dst, -b))
-    held_now = np.bincount(placement, weights=g.param_bytes, minlength=simulator.num_devices).astype(float)
-    events.sort(key=lambda e: (e[0], e[2] >= 0))  # frees before allocations at the same instant
-    times = np.empty(len(events) + 1)
-    held = np.empty((simulator.num_devices, len(events) + 1))
-    times[0], held[:, 0] = 0.0, held_now
-    for i, (time_s, d, b) in enumerate(events, start=1):
-        held_now[d] += b
-        times[i], held[:, i] = time_s, held_now
+def memory_over_time(simulator, trace, placement=None):
+    """Bytes held per device over the step, as the simulator counted them: trace["memory"] holds the bytes a
+    device holds after each change, in the engine's order (docs/simulator.md gives the rules), starting from
+    the resident bytes. `placement` is not needed (kept for older callers). Returns (times, bytes of shape
+    (devices, times)); the maximum per device is exactly result['device_peak_bytes']."""
+    memory = trace["memory"]
+    devices = memory["device"]
+    times = np.asarray(memory["time_s"], dtype=float)
+    held = np.zeros((simulator.num_devices, len(times)))
+    # Each column changes one device: carry every device's last value forward.
+    for d in range(simulator.num_devices):
+        mine = np.flatnonzero(devices == d)
+        if len(mine) == 0:
+            continue
+        last = np.zeros(len(times), dtype=np.int64)
+        last[mine] = mine
+        np.maximum.accumulate(last, out=last)
+        held[d] = np.where(np.arange(len(times)) >= mine[0], memory["bytes"][last], memory["bytes"][mine[0]])
     return times, held
 
 
-def memory(simulator, trace, placement, ax=None, path=None):
+def memory(simulator, trace, placement=None, ax=None, path=None):
     """Bytes held per device over the step (memory_over_time), with each device's capacity when finite."""
     ax = _axes(ax, (10, 4))
     times, held = memory_over_time(simulator, trace, placement)

@@ -51,6 +51,9 @@ py::array_t<T> to_numpy_2d(const std::vector<T>& values, py::ssize_t rows, py::s
  */
 std::vector<int32_t> to_int32_vector(const py::handle& obj, const std::string& what);
 
+/** A file or folder path from a str or os.PathLike; throws TypeError naming `what` for anything else. */
+std::string path_arg(const py::handle& obj, const std::string& what);
+
 /** An (N, cols) integer array as N rows of int32; throws Error naming `what` for anything else. */
 std::vector<std::vector<int32_t>> to_int32_rows(const py::handle& obj, int64_t cols, const std::string& what);
 

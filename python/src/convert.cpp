@@ -20,9 +20,18 @@ nlohmann::json to_json(const py::handle& obj, const std::string& what) {
   try {
     text = py::cast<std::string>(dumps(obj, py::arg("allow_nan") = false, py::arg("default") = numpy_default));
   } catch (const py::error_already_set& e) {
-    throw Error(fmt::format("{} must be JSON-able (dicts, lists, strings, finite numbers): {}", what, e.what()));
+    throw Error(fmt::format("{} must be JSON-able (dicts, lists, strings, finite numbers): {}", what,
+                            py::cast<std::string>(py::str(e.value()))));
   }
   return nlohmann::json::parse(text);
+}
+
+std::string path_arg(const py::handle& obj, const std::string& what) {
+  if (!py::isinstance<py::str>(obj) && !py::hasattr(obj, "__fspath__")) {
+    throw py::type_error(fmt::format("{} must be a path (str or pathlib.Path), got {}", what,
+                                     py::cast<std::string>(py::str(py::type::handle_of(obj).attr("__name__")))));
+  }
+  return py::cast<std::string>(py::module_::import("os").attr("fspath")(obj));
 }
 
 py::object from_json(const nlohmann::json& value) {
@@ -38,7 +47,7 @@ py::array_t<int64_t> as_int64_array(const py::handle& obj, int ndim, const std::
   try {
     arr = np.attr("asarray")(obj);
   } catch (const py::error_already_set& e) {
-    throw Error(fmt::format("{} must be an integer array: {}", what, e.what()));
+    throw Error(fmt::format("{} must be an integer array: {}", what, py::cast<std::string>(py::str(e.value()))));
   }
   char kind = arr.dtype().kind();
   if (kind != 'i' && kind != 'u' && !(kind == 'f' && arr.size() == 0)) {

@@ -228,12 +228,11 @@ void init_graphs(py::module_& m) {
   m.def("group_by_size", [](const Graph& g, int32_t max_groups) { return graphs::group_by_size(g, max_groups); },
         py::arg("graph"), py::arg("max_groups"), "At most max_groups groups contiguous in topological order.");
   m.def("contract_labels", [](const Graph& g, const py::object& labels, const std::string& name) {
-    py::array_t<int64_t> arr = py::module_::import("numpy").attr("asarray")(labels, "int64");
-    if (arr.ndim() != 1 || arr.shape(0) != g.num_ops()) {
-      throw Error(fmt::format("labels must be 1-D with one entry per op ({})", g.num_ops()));
+    const std::vector<int32_t> v32 = to_int32_vector(labels, "labels");  // integers only, as placements
+    if (v32.size() != static_cast<size_t>(g.num_ops())) {
+      throw Error(fmt::format("labels has {} entries; give one per op ({})", v32.size(), g.num_ops()));
     }
-    std::vector<int64_t> v(arr.data(), arr.data() + arr.shape(0));
-    return graphs::contract_labels(g, v, name);
+    return graphs::contract_labels(g, std::vector<int64_t>(v32.begin(), v32.end()), name);
   }, py::arg("graph"), py::arg("labels"), py::arg("name"), "Groups ops by label, merging groups that would form a cycle.");
   m.def("compose", [](const Coarsening& first, const Coarsening& second) {
     if (second.group_of.size() != static_cast<size_t>(first.graph.num_ops())) {

@@ -1,5 +1,7 @@
 // Bindings of policy/: the placer registry, bound generically (placers() and place(name, ...)), so a
 // placer added to registry.cpp appears in Python with no binding change.
+#include <memory>
+#include <optional>
 #include <type_traits>
 
 #include <fmt/format.h>
@@ -29,17 +31,27 @@ template <class R, class... Args>
 std::function<R(Args...)> gil_callback(const py::object& fn, const char* what) {
   if (fn.is_none()) return {};
   if (!PyCallable_Check(fn.ptr())) throw Error(fmt::format("{} must be callable", what));
-  return [fn, what](Args... args) -> R {
+  // The core may copy or drop the function without the GIL: its copies share one reference to the
+  // callable, released under the GIL.
+  std::shared_ptr<py::object> held(new py::object(fn), [](py::object* o) {
+    py::gil_scoped_acquire acquire;
+    delete o;
+  });
+  return [held, what](Args... args) -> R {
     py::gil_scoped_acquire acquire;
     try {
       if constexpr (std::is_void_v<R>) {
-        fn(to_python(args)...);
+        (*held)(to_python(args)...);
       } else {
-        py::object out = fn(to_python(args)...);
-        return out.is_none() ? R{true} : out.cast<R>();  // None means "go on"
+        py::object out = (*held)(to_python(args)...);
+        if (out.is_none()) return R{true};  // None means "go on"
+        return out.cast<R>();
       }
+    } catch (py::cast_error&) {
+      throw std::runtime_error(fmt::format("{} returned a value that is not True, False or None", what));
     } catch (py::error_already_set& e) {
-      throw std::runtime_error(fmt::format("{} raised: {}", what, e.what()));
+      throw std::runtime_error(fmt::format("{} raised {}: {}", what, e.type().attr("__name__").cast<std::string>(),
+                                           py::str(e.value()).cast<std::string>()));
     }
   };
 }
@@ -50,6 +62,13 @@ rl::Task task_of(const py::handle& item, size_t k, const rl::RewardOptions& rewa
   if (!py::isinstance<py::tuple>(item) || (t.size() != 2 && t.size() != 3))
     throw Error(fmt::format("tasks[{}] must be a (graph, cluster) or (name, graph, cluster) tuple", k));
   const size_t first = t.size() - 2;
+  auto expect = [&](bool ok, size_t i, const char* type) {
+    if (!ok) throw py::type_error(fmt::format("tasks[{}][{}] must be a {}, got {}", k, i, type,
+                                              py::cast<std::string>(py::str(py::type::handle_of(t[i]).attr("__name__")))));
+  };
+  expect(first == 0 || py::isinstance<py::str>(t[0]), 0, "str (the task's name)");
+  expect(py::isinstance<graphs::Graph>(t[first]), first, "placelab.Graph");
+  expect(py::isinstance<sim::Cluster>(t[first + 1]), first + 1, "placelab.Cluster");
   auto graph = std::make_shared<const graphs::Graph>(t[first].cast<const graphs::Graph&>());
   auto cluster = std::make_shared<const sim::Cluster>(t[first + 1].cast<const sim::Cluster&>());
   std::string name = first == 1 ? t[0].cast<std::string>() : fmt::format("{} on {}", graph->name(), cluster->name());
@@ -64,6 +83,9 @@ void init_policy(py::module_& m) {
     for (const auto& p : policy::placers()) out.emplace_back(p.name, p.summary);
     return out;
   }, "Every registered placer as (name, summary), in a stable order.");
+
+  m.def("fast_placers", [] { return policy::fast_placers(); },
+        "The placers that finish in seconds on zoo graphs: compare()'s default rows, as on the command line.");
 
   m.def("place", [](const sim::Simulator& s, const std::string& name, const py::object& options, uint64_t seed,
                     const py::object& progress) {
@@ -98,28 +120,37 @@ void init_policy(py::module_& m) {
                     const py::object& checkpoint, int64_t checkpoint_every, bool resume, uint64_t seed,
                     const py::object& options, const py::object& reward, const py::object& on_step,
                     const py::object& progress) {
-    const nlohmann::json policy_options =
-        options.is_none() ? nlohmann::json::object() : to_json(options, fmt::format("{} options", policy));
+    const std::string dir = checkpoint.is_none() ? "" : path_arg(checkpoint, "checkpoint");
+    // A resumed run keeps its seed, and unless given its options and reward.
+    const std::optional<rl::SavedRun> saved = resume && !dir.empty() ? std::optional(rl::saved_run(dir)) : std::nullopt;
+    if (saved) rl::check_resumed_policy(saved->file, saved->policy, policy);
+    const nlohmann::json policy_options = !options.is_none() ? to_json(options, fmt::format("{} options", policy))
+                                          : saved                ? saved->options
+                                                                 : nlohmann::json::object();
+    const nlohmann::json reward_json = !reward.is_none()              ? to_json(reward, "reward")
+                                       : saved && !saved->reward.is_null() ? saved->reward
+                                                                           : nlohmann::json();
     const rl::RewardOptions reward_options =
-        reward.is_none() ? rl::RewardOptions{} : rl::reward_options_from_json(to_json(reward, "reward"), "reward");
+        reward_json.is_null() ? rl::RewardOptions{} : rl::reward_options_from_json(reward_json, "reward");
     if (tasks.empty()) throw Error("train needs at least one (graph, cluster) task");
     std::vector<rl::Task> task_list;
     for (size_t k = 0; k < tasks.size(); ++k) task_list.push_back(task_of(tasks[k], k, reward_options));
-    rl::TrainOptions train_options{.steps = steps, .minutes = minutes,
-                                   .checkpoint_dir = checkpoint.is_none() ? "" : checkpoint.cast<std::string>(),
+    rl::TrainOptions train_options{.steps = steps, .minutes = minutes, .checkpoint_dir = dir,
                                    .checkpoint_every = checkpoint_every, .resume = resume, .seed = seed};
-    auto learner = rl::make_learner(policy, policy_options, seed);
+    const uint64_t run_seed = saved ? saved->seed : seed;
+    auto learner = rl::make_learner(policy, policy_options, run_seed);
+    const auto step_callback = gil_callback<bool, const rl::LogEntry&>(on_step, "on_step callback");
+    const auto progress_callback = gil_callback<void, std::string_view>(progress, "progress callback");
     rl::TrainSummary summary;
     {
       py::gil_scoped_release release;
-      summary = rl::train(*learner, task_list, train_options,
-                          gil_callback<bool, const rl::LogEntry&>(on_step, "on_step callback"),
-                          gil_callback<void, std::string_view>(progress, "progress callback"));
+      summary = rl::train(*learner, task_list, train_options, step_callback, progress_callback);
     }
     py::list placements;
     for (const auto& p : summary.best_placement) placements.append(to_numpy(p));
     py::dict out;
     out["steps"] = summary.steps;
+    out["seed"] = summary.seed;
     out["wall_s"] = summary.wall_s;
     out["tasks"] = [&] { py::list names; for (const auto& t : task_list) names.append(t.name); return names; }();
     out["reference_s"] = [&] { py::list r; for (const auto& t : task_list) r.append(t.reference_s); return r; }();
@@ -133,9 +164,9 @@ void init_policy(py::module_& m) {
         py::arg("on_step") = py::none(), py::arg("progress") = py::none(),
         "Trains learned policy `policy` (see learners()) on tasks, a list of (graph, cluster) or (name, graph, "
         "cluster) tuples, for `steps` steps (or `minutes`). With `checkpoint` (a folder) it writes log.jsonl and "
-        "checkpoint.json there; resume=True continues that run exactly. on_step(entry: dict) is called after every "
+        "checkpoint.json there; resume=True continues that run exactly (with its own seed). on_step(entry: dict) is called after every "
         "step (return False to stop), e.g. for a live plot; progress(str) now and then. Returns a dict with steps, "
-        "wall_s, and per task best_cost_s, best_step and best_placement (int32 arrays). Place with the result via "
+        "seed, wall_s, and per task best_cost_s, best_step and best_placement (int32 arrays). Place with the result via "
         "place(simulator, policy, {'checkpoint': folder}).");
 
   m.def("read_checkpoint", [](const std::string& path) {

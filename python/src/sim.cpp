@@ -131,9 +131,22 @@ py::dict trace_dict(const sim::TraceRecorder& rec) {
   transfers["start_s"] = to_numpy(t_start);
   transfers["end_s"] = to_numpy(t_end);
   transfers["bytes"] = to_numpy(t_bytes);
+  std::vector<int32_t> m_dev;
+  std::vector<double> m_time;
+  std::vector<int64_t> m_bytes;
+  for (const auto& e : rec.memory()) {
+    m_dev.push_back(e.device);
+    m_time.push_back(e.time_s);
+    m_bytes.push_back(e.bytes);
+  }
+  py::dict memory;
+  memory["device"] = to_numpy(m_dev);
+  memory["time_s"] = to_numpy(m_time);
+  memory["bytes"] = to_numpy(m_bytes);
   py::dict d;
   d["ops"] = ops;
   d["transfers"] = transfers;
+  d["memory"] = memory;
   return d;
 }
 
@@ -247,7 +260,7 @@ void init_sim(py::module_& m) {
              if (!profile.is_none()) {
                cost = py::isinstance<py::dict>(profile)
                           ? sim::profile_from_json(to_json(profile, "profile"), "profile", cost)
-                          : sim::read_profile(py::cast<std::string>(profile), cost);
+                          : sim::read_profile(path_arg(profile, "profile"), cost);
              }
              return std::make_unique<Simulator>(g, c, cost, sim_options(options));
            }),
@@ -347,7 +360,8 @@ void init_sim(py::module_& m) {
         return d;
       }, py::arg("placement"),
            "Simulates and records the schedule: {'result': simulate()'s dict, 'ops': {op, device, start_s, end_s}, "
-           "'transfers': {op, src, dst, start_s, end_s, bytes}} (numpy arrays, in the order decided).")
+           "'transfers': {op, src, dst, start_s, end_s, bytes}, 'memory': {device, time_s, bytes}: bytes held after "
+           "each memory change, in the engine's order} (numpy arrays, in the order decided).")
       .def("write_trace", [](const Simulator& s, const py::object& p, const std::string& path, const std::string& format) {
         auto device_of = placement_arg(s, p);
         if (format != "chrome" && format != "text") {

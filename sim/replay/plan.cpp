@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <utility>
 
 #include <fmt/format.h>
@@ -99,7 +100,19 @@ void validate_plan(const ReplayPlan& plan, const std::string& origin) {
   auto check_amount = [&](double v, std::string_view what) {
     if (!(v >= 0 && std::isfinite(v))) fail(fmt::format("{} is {}, must be finite and >= 0", what, v));
   };
+  auto check_work = [&](double v, std::string_view what) {
+    check_amount(v, what);
+    if (v > kMaxAmount)
+      fail(fmt::format("{} is {}, must be at most {} (2^62: the replay kernels count work in int64)", what, v, kMaxAmount));
+  };
   check_amount(plan.predicted_step_s, "predicted_step_s");
+
+  std::set<std::string_view> names;
+  for (int32_t d = 0; d < num_devices; ++d) {
+    const std::string& name = plan.devices[d].name;
+    if (name.empty()) fail(fmt::format("device {}: empty name; give every device a unique name", d));
+    if (!names.insert(name).second) fail(fmt::format("device {}: name \"{}\" is used twice", d, name));
+  }
 
   std::vector<int32_t> listed(num_ops, 0);
   for (int32_t d = 0; d < num_devices; ++d)
@@ -114,8 +127,8 @@ void validate_plan(const ReplayPlan& plan, const std::string& origin) {
     const std::string what = fmt::format("op {} (\"{}\")", i, p.name);
     if (p.device < 0 || p.device >= num_devices) fail(fmt::format("{} is on device {}, but the plan has {} devices", what, p.device, num_devices));
     if (!listed[i]) fail(fmt::format("{} is not in device \"{}\"'s op list; add it", what, plan.devices[p.device].name));
-    check_amount(p.flops, what + " flops");
-    check_amount(p.bytes, what + " bytes");
+    check_work(p.flops, what + " flops");
+    check_work(p.bytes, what + " bytes");
     for (int32_t q : p.after_ops)
       if (q < 0 || q >= num_ops || q == i) fail(fmt::format("{} waits for op {}, which is not another op of the plan", what, q));
     for (int32_t t : p.after_transfers) {
@@ -130,7 +143,7 @@ void validate_plan(const ReplayPlan& plan, const std::string& origin) {
       fail(fmt::format("transfer {} goes to device {}; it must be another device of the plan", t, x.dst));
     if (x.src != plan.ops[x.producer].device)
       fail(fmt::format("transfer {} leaves device {}, but its producer \"{}\" is on device {}", t, x.src, plan.ops[x.producer].name, plan.ops[x.producer].device));
-    check_amount(x.bytes, fmt::format("transfer {} bytes", t));
+    check_work(x.bytes, fmt::format("transfer {} bytes", t));
   }
 
   // Deadlock freedom: Kahn's algorithm over ops (0..n) and transfers (n..n+t) with the dependencies,

@@ -23,6 +23,9 @@ enum class KernelKind : uint8_t {
   memory,   // a streaming kernel reading and writing the op's bytes (memory-bound)
 };
 
+/** Largest FLOPs or bytes of one op or transfer (2^62, about 4.6e18): the executors count work in int64. */
+inline constexpr double kMaxAmount = 0x1p62;
+
 /** "none", "compute" or "memory". */
 std::string_view kernel_kind_name(KernelKind kind);
 
@@ -77,10 +80,11 @@ struct ReplayPlan {
 ReplayPlan export_plan(const Simulator& simulator, std::span<const int32_t> device_of);
 
 /**
- * Checks indices, amounts and orders: every device lists exactly its own ops once, every transfer
- * goes between two distinct devices from its producer's device, every dependency exists, and the
- * per-device and per-pair orders together with the dependencies can run without deadlock. Throws
- * placelab::Error naming `origin`, the op or transfer at fault, and the fix.
+ * Checks names, indices, amounts and orders: device names are unique and non-empty, FLOPs and bytes
+ * are at most kMaxAmount, every device lists exactly its own ops once, every transfer goes between
+ * two distinct devices from its producer's device, every dependency exists, and the per-device and
+ * per-pair orders together with the dependencies can run without deadlock. Throws placelab::Error
+ * naming `origin`, the device, op or transfer at fault, and the fix.
  */
 void validate_plan(const ReplayPlan& plan, const std::string& origin = "replay plan");
 

@@ -117,7 +117,27 @@ TEST_CASE("graphs::io: bad graph files give one-line errors naming the place", "
   SECTION("file that does not exist") {
     CHECK_THROWS_WITH(read_graph("/nonexistent/g.json"), Catch::Contains("/nonexistent/g.json: no such file"));
   }
+  SECTION("a directory instead of a file") {
+    const auto dir = (std::filesystem::temp_directory_path() / "placelab_io_test_dir.json").string();
+    std::filesystem::create_directory(dir);
+    CHECK_THROWS_WITH(read_graph(dir), Catch::Contains(dir + ": is a directory, expected a JSON file"));
+    std::filesystem::remove(dir);
+  }
+  SECTION("integers beyond int64 are quoted, not wrapped") {
+    CHECK_THAT(error_of(replace_once(v, R"("version": 1)", R"("version": 18446744073709551615)")),
+               Catch::Contains("in.json: version: expected an integer of at most 9223372036854775807, got 18446744073709551615"));
+    CHECK_THAT(error_of(replace_once(v, R"("src": 0)", R"("src": 9223372036854775808)")),
+               Catch::Contains("edges[0].src: expected an integer of at most 9223372036854775807, got 9223372036854775808"));
+  }
   SECTION("every message is one line") {
     CHECK(error_of(v.substr(0, 40)).find('\n') == std::string::npos);
   }
+}
+
+TEST_CASE("graphs::io: write_json_atomic writes invalid UTF-8 as U+FFFD and leaves no temporary file", "[graphs][io]") {
+  const auto path = (std::filesystem::temp_directory_path() / "placelab_io_test_utf8.json").string();
+  io::write_json_atomic(path, {{"name", "clu\xff.json"}});  // e.g. a cluster named after its file path
+  CHECK(io::read_json_file(path)["name"] == "clu\xef\xbf\xbd.json");
+  CHECK_FALSE(std::filesystem::exists(path + ".tmp"));
+  std::filesystem::remove(path);
 }

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdint>
 #include <set>
 #include <tuple>
 
@@ -176,4 +177,21 @@ TEST_CASE("graphs::expand_training: rejects non-forward graphs and bad options",
   msg = error_of(clash);
   CHECK(msg.find("clash") != std::string::npos);
   CHECK(msg.find("duplicate name \"x/grad\"") != std::string::npos);
+}
+
+TEST_CASE("graphs::expand_training: classes up to INT32_MAX do not overflow", "[graphs]") {
+  // x has class `x_class`; y, without one, needs a new class above every existing one.
+  auto graph = [](int32_t x_class, bool with_y) {
+    GraphBuilder b("top");
+    b.add_op(fwd("x", 1, 1, 1));
+    b.op(0).colocation = x_class;
+    if (with_y) b.add_op(fwd("y", 1, 1, 1));
+    return std::move(b).build();
+  };
+  Graph g = expand_training(graph(INT32_MAX - 1, true));
+  CHECK(g.colocation(g.find_op("y/grad")) == INT32_MAX);
+  g = expand_training(graph(INT32_MAX, false));
+  CHECK(g.colocation(g.find_op("x/grad")) == INT32_MAX);
+  CHECK_THAT(error_of(graph(INT32_MAX, true)),
+             Catch::Contains("graph \"top\": op \"y\" needs a new colocation class, but class 2147483647 is already the largest"));
 }

@@ -10,9 +10,12 @@
 #include <limits>
 #include <sstream>
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include "graphs/error.h"
+#include "graphs/json_util.h"
 #include "graphs/zoo/zoo.h"
 #include "policy/nn/module.h"
 #include "policy/nn/optim.h"
@@ -371,6 +374,21 @@ TEST_CASE("rl optimiser state: Adam and SGD continue identically after save and 
   rl::load_rng_state(h, rl::rng_state(g));
   CHECK(g() == h());
   CHECK(error_of([&] { rl::load_rng_state(h, "1 2 3"); }).find("rng state") != std::string::npos);
+  CHECK(error_of([&] { rl::load_rng_state(h, rl::rng_state(g) + " 7"); }).find("rng state") != std::string::npos);
+  std::string zeros;
+  for (int i = 0; i < 312; ++i) zeros += "0 ";
+  CHECK(error_of([&] { rl::load_rng_state(h, zeros + "0"); }).find("rng state") != std::string::npos);
+
+  // Saved floats beyond a float's range are an error, not inf.
+  nlohmann::json huge = a.state();
+  huge["m"] = nlohmann::json::array({std::vector<double>{1, 2, 1e39, 4}});
+  huge["v"] = huge["m"];
+  CHECK(error_of([&] { a.load_state(huge); }).find("m[0][2]: is 1e+39, beyond a float's range") != std::string::npos);
+  nlohmann::json params = nn::parameters_to_json(nn::ParamList<float>{{"w", nn::uniform_param<float>(2, 2, 1.0, rng)}});
+  params["params"][0]["data"][1] = -1e39;
+  CHECK(error_of([&] {
+          nn::parameters_from_json(params, "p", nn::ParamList<float>{{"w", nn::uniform_param<float>(2, 2, 1.0, rng)}});
+        }).find("beyond a float's range") != std::string::npos);
 }
 
 TEST_CASE("rl::train: a toy learner beats random placement and the memory penalty changes its choice", "[rl]") {
@@ -483,6 +501,79 @@ TEST_CASE("rl::train: k steps, a checkpoint and a resume equal an uninterrupted 
   options.checkpoint_dir = empty.str();
   CHECK(error_of([&] { auto l = fresh(); rl::train(l, tasks, options); }).find("no checkpoint there") !=
         std::string::npos);
+}
+
+TEST_CASE("rl::train resume: changed files, damaged logs, a second run at once, and the seed", "[rl]") {
+  const rl::Task task = dag_task(20, "v100-nvlink-2");
+  TempDir dir("resume_checks");
+  rl::TrainOptions options;
+  options.steps = 4;
+  options.seed = 7;
+  options.checkpoint_dir = dir.str();
+  {
+    ToyLearner first(task, 8);
+    CHECK(rl::train(first, {task}, options).seed == 7);
+  }
+  options.steps = 6;
+  options.resume = true;
+  auto resume = [&](const rl::Task& t) {
+    ToyLearner l(task, 8);
+    return rl::train(l, {t}, options);
+  };
+
+  // The same task name on another graph, or on a cluster of slower GPUs, is not the run that was saved.
+  const rl::Task other_graph = rl::make_task(task.name, std::make_shared<const graphs::Graph>(graphs::zoo::make_model(
+                                                            "random_dag", {{"ops", 20}, {"width", 4}, {"seed", 6}})),
+                                             task.cluster);
+  sim::ClusterSpec slower = task.cluster->spec();
+  for (auto& device : slower.devices) device.peak_flops_per_s /= 10;
+  const rl::Task other_cluster =
+      rl::make_task(task.name, task.graph, std::make_shared<const sim::Cluster>(std::move(slower)));
+  CHECK(error_of([&] { resume(other_graph); }).find("a file changed since the checkpoint") != std::string::npos);
+  CHECK(error_of([&] { resume(other_cluster); }).find("fingerprint") != std::string::npos);
+
+  // A log damaged before the checkpoint's step is an error naming the line; nothing is dropped silently.
+  const std::string log = dir.str("log.jsonl");
+  std::ifstream in(log);
+  std::stringstream text;
+  text << in.rdbuf();
+  in.close();
+  std::ofstream(log) << placelab::testing::replace_once(text.str(), "{\"best_cost_s\"", "garbage{\"best_cost_s\"");
+  CHECK(error_of([&] { resume(task); }).find("log.jsonl:1: is not a log line") != std::string::npos);
+  std::ofstream(log) << text.str().substr(0, text.str().find('\n') + 1);
+  CHECK(error_of([&] { resume(task); }).find("has steps 0 to 0 only but the checkpoint is at step 4") !=
+        std::string::npos);
+  std::ofstream(log) << text.str();
+
+  // A second run on the directory while the first holds it is refused.
+  {
+    const int fd = ::open(dir.str("lock").c_str(), O_RDWR);
+    REQUIRE(fd >= 0);
+    REQUIRE(::flock(fd, LOCK_EX | LOCK_NB) == 0);
+    CHECK(error_of([&] { resume(task); }).find("another training run is using this directory") != std::string::npos);
+    ::close(fd);
+  }
+
+  // A resumed run keeps the seed it started with, whatever it is given now.
+  options.seed = 99;
+  const rl::TrainSummary resumed = resume(task);
+  CHECK(resumed.steps == 6);
+  CHECK(resumed.seed == 7);
+  CHECK(rl::read_checkpoint(dir.str())["trainer"]["seed"] == 7);
+  CHECK(log_lines_without_wall(log).size() == 6);
+
+  // Saved bests that cannot be this task's are refused.
+  const std::string file = dir.str("checkpoint.json");
+  nlohmann::json doc = rl::read_checkpoint(file);
+  nlohmann::json& best = doc["trainer"]["tasks"][0];
+  REQUIRE(best["best_placement"].size() == 20);
+  best["best_placement"][3] = 2;
+  placelab::io::write_json_atomic(file, doc, -1);
+  options.steps = 8;
+  CHECK(error_of([&] { resume(task); }).find("best_placement[3]: is 2, expected a device in 0..1") != std::string::npos);
+  best["best_placement"] = nlohmann::json::array({0, 1});
+  placelab::io::write_json_atomic(file, doc, -1);
+  CHECK(error_of([&] { resume(task); }).find("has 2 entries, expected 20") != std::string::npos);
 }
 
 TEST_CASE("rl checkpoints: malformed files fail with the file and the fix", "[rl]") {

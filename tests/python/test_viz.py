@@ -46,6 +46,22 @@ def test_memory_curve_replays_the_simulator_peak(graph, training, preset):
         assert np.array_equal(held.max(axis=1), trace["result"]["device_peak_bytes"])
 
 
+def test_memory_curve_with_zero_time_ops():
+    # c takes no time: at t = 2 it frees a's copy as b's copy arrives; the curve follows the engine's order.
+    g = placelab.graph_from_dict({"format": "placelab.graph", "version": 1, "name": "zero", "ops": [
+        {"name": "a", "type": "X", "measured_s": {"accelerator": 1.0}},
+        {"name": "b", "type": "X", "measured_s": {"accelerator": 2.0}},
+        {"name": "c", "type": "X", "measured_s": {"accelerator": 0.0}},
+        {"name": "e", "type": "X", "measured_s": {"accelerator": 1.0}}], "edges": [
+        {"src": "a", "dst": "c", "bytes": 100, "comm_s": 1.0}, {"src": "b", "dst": "e", "bytes": 50, "comm_s": 1.0}]})
+    sim = placelab.Simulator(g, placelab.msr_cluster(3, 0, 1e9), {"use_edge_comm": True})
+    p = [0, 1, 2, 2]
+    trace = sim.trace(p)
+    times, held = viz.memory_over_time(sim, trace)
+    assert np.array_equal(held.max(axis=1), trace["result"]["device_peak_bytes"])
+    assert held[2].max() == 150 and held[2, -1] == 0
+
+
 def test_memory_plot(simulator, run, tmp_path):
     p, trace = run
     viz.memory(simulator, trace, p, path=tmp_path / "memory.png")

@@ -85,6 +85,14 @@ TEST_CASE("sim::Cluster: bad files name the JSON path and the fix", "[sim]") {
              Catch::Contains("route 0 (gpu1 -> gpu0): link \"pcie0\" does not touch \"gpu1\""));
   CHECK_THAT(error_of(replace_once(text, "[\"pcie1\", \"pcie0\"]", "[\"pcie1\"]")),
              Catch::Contains("the links end at \"sw\", not at \"gpu0\""));
+  CHECK_THAT(error_of(replace_once(text, "[\"pcie1\", \"pcie0\"]", "[\"nv01\", \"nv01\", \"nv01\"]")),
+             Catch::Contains("route 0 (gpu1 -> gpu0): crosses link \"nv01\" twice"));
+  CHECK_THAT(error_of(replace_once(text, "[\"pcie1\", \"pcie0\"]", "[\"nv01\", \"pcie0\", \"pcie1\"]")),
+             Catch::Contains("route 0 (gpu1 -> gpu0): link \"pcie1\" goes back to \"gpu1\""));
+  CHECK_THAT(error_of(replace_once(text, "[\"gpu0\", \"gpu1\"]", "[\"\", \"\"]")),
+             Catch::Contains("c.json: links[0].ends[0]: is empty; name a device or a switch (leave out \"ends\" for a bus)"));
+  CHECK_THAT(error_of(replace_once(text, "[\"gpu0\", \"gpu1\"]", "[\"gpu0\", \"\"]")),
+             Catch::Contains("c.json: links[0].ends[1]: is empty"));
   CHECK_THAT(error_of(replace_once(text, "\"name\": \"gpu1\"", "\"name\": \"gpu0\"")), Catch::Contains("used twice"));
   CHECK_THAT(error_of(replace_once(text, "\"efficiency\": 0.5", "\"efficiency\": 1.5")),
              Catch::Contains("devices[2].efficiency: must be in (0, 1]"));
@@ -100,6 +108,26 @@ TEST_CASE("sim::Cluster: devices never forward traffic for other devices", "[sim
   Cluster c(spec);  // explicit routes may pass through a device
   CHECK(c.route(0, 2).size() == 2);
   CHECK(c.route(2, 0)[0] == 3);  // bc walked b<-c is the b->a channel of "bc"
+}
+
+TEST_CASE("sim::Cluster: a link without ends is a bus, usable in explicit routes", "[sim]") {
+  std::string text = replace_once(kCluster, R"("ends": ["gpu0", "gpu1"], )", "");
+  text = replace_once(text, R"("links": ["pcie1", "pcie0"])", R"("links": ["nv01", "pcie1", "pcie0"])");
+  Cluster c = cluster_from_json(io::parse_json(text, "c.json"), "c.json");
+  CHECK(c.link(0).end_a.empty());
+  CHECK(std::vector<int32_t>(c.route(1, 0).begin(), c.route(1, 0).end()) == std::vector<int32_t>{0, 2 * 2, 2 * 1 + 1});
+  CHECK(std::vector<int32_t>(c.route(0, 1).begin(), c.route(0, 1).end()) == std::vector<int32_t>{2, 2 * 2 + 1});  // via sw
+}
+
+TEST_CASE("sim::Cluster: equal routes go through the node the links name first", "[sim]") {
+  // Two switches, each one hop from a and from b at equal latency: "s2" is named first, so it wins.
+  ClusterSpec spec{.name = "tie",
+                   .devices = {unit_device("a"), unit_device("b")},
+                   .links = {link("a-s2", "a", "s2", 1, 1), link("a-s1", "a", "s1", 1, 1),
+                             link("b-s1", "b", "s1", 1, 1), link("b-s2", "b", "s2", 1, 1)}};
+  Cluster c(spec);
+  CHECK(std::vector<int32_t>(c.route(0, 1).begin(), c.route(0, 1).end()) == std::vector<int32_t>{0, 2 * 3 + 1});
+  CHECK(std::vector<int32_t>(c.route(1, 0).begin(), c.route(1, 0).end()) == std::vector<int32_t>{2 * 3, 1});
 }
 
 TEST_CASE("sim::presets: every preset builds, DGX-1 routes use NVLink where it exists", "[sim]") {

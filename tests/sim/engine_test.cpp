@@ -425,6 +425,27 @@ TEST_CASE("sim::Simulator: invalid placements are errors naming the op", "[sim]"
   CHECK_THROWS_WITH(random_placement(sim, rng), Catch::Contains("pinned to kind \"cpu\" but cluster \"pair\" has none"));
 }
 
+TEST_CASE("sim::Simulator: ops and transfers longer than 1e9 s are an error naming them", "[sim]") {
+  graphs::GraphBuilder b("slow");
+  b.add_op(op("a", 2e9));
+  b.add_op(op("b", 1));
+  b.add_edge(0, 1, 100);
+  const graphs::Graph slow = std::move(b).build();
+  const Cluster c = pair_cluster(100, 0);
+  CHECK_THROWS_WITH(Simulator(slow, c), Catch::Contains("for op \"a\" on \"d0\"") && Catch::Contains("at most 1e+09 s"));
+
+  graphs::GraphBuilder t("big_tensor");
+  t.add_op(op("a", 1));
+  t.add_op(op("b", 1));
+  t.add_edge(0, 1, 1e12);
+  const graphs::Graph big = std::move(t).build();
+  const Cluster fast = pair_cluster(1e3, 0), slow_link = pair_cluster(1e2, 0);
+  Simulator fine(big, fast);  // 1e9 s exactly
+  CHECK(fine.simulate(std::vector<int32_t>{0, 1}).step_time_s == 2 + 1e9);
+  CHECK_THROWS_WITH(Simulator(big, slow_link),
+                    Catch::Contains("sending the largest tensor (1e+12 bytes) from \"d0\" to \"d1\" takes 1e+10 s"));
+}
+
 TEST_CASE("sim::Simulator: byte amounts beyond exact memory accounting are an error, not a wrong peak", "[sim]") {
   for (double huge : {1e19, 1e308}) {
     graphs::GraphBuilder b("huge");

@@ -149,12 +149,46 @@ TEST_CASE("sim::replay::plan: strict reading names the place at fault", "[replay
   doc["devices"][0]["ops"].erase(doc["devices"][0]["ops"].size() - 1);
   CHECK_THROWS_WITH(plan_from_json(doc, "p.json"), Contains("not in device \"d0\"'s op list"));
 
+  doc = good;
+  doc["devices"][1]["name"] = "d0";
+  CHECK_THROWS_WITH(plan_from_json(doc, "p.json"), Contains("p.json: device 1: name \"d0\" is used twice"));
+  doc = good;
+  doc["devices"][0]["name"] = "";
+  CHECK_THROWS_WITH(plan_from_json(doc, "p.json"), Contains("p.json: device 0: empty name"));
+
   // Op 1 waits for op 0, but device d0 is told to run op 1 first: the plan could never finish.
   ReplayPlan cyclic = plan_from_json(good, "p.json");
   cyclic.ops[1].after_ops = {0};
   std::vector<int32_t>& order = cyclic.devices[0].ops;
   std::iter_swap(std::find(order.begin(), order.end(), 0), std::find(order.begin(), order.end(), 1));
   CHECK_THROWS_WITH(validate_plan(cyclic, "p.json"), Contains("can never start"));
+}
+
+TEST_CASE("sim::replay::plan: amounts the kernels cannot count in int64 are rejected", "[replay]") {
+  const graphs::Graph g = testing::random_dag(10, 4);
+  const Cluster c = two_devices();
+  const Simulator sim(g, c);
+  const nlohmann::json good = plan_to_json(export_plan(sim, seeded_placement(sim, 2)));
+  REQUIRE(!good["transfers"].empty());
+
+  nlohmann::json doc = good;
+  doc["ops"][1]["flops"] = kMaxAmount;
+  doc["ops"][2]["bytes"] = kMaxAmount;
+  CHECK_NOTHROW(plan_from_json(doc, "p.json"));
+  doc["ops"][1]["flops"] = 1e20;
+  CHECK_THROWS_WITH(plan_from_json(doc, "p.json"),
+                    Contains("p.json: op 1 (\"op1\") flops is 1e+20, must be at most 4.611686018427388e+18 (2^62"));
+  doc = good;
+  doc["ops"][2]["bytes"] = 1e300;
+  CHECK_THROWS_WITH(plan_from_json(doc, "p.json"), Contains("op 2 (\"op2\") bytes is 1e+300, must be at most"));
+  doc = good;
+  doc["transfers"][0]["bytes"] = 1e20;
+  CHECK_THROWS_WITH(plan_from_json(doc, "p.json"), Contains("p.json: transfer 0 bytes is 1e+20, must be at most"));
+
+  // The kernels clamp rather than convert out of range.
+  CHECK(cpu::gemm_shape(1e300).reps == cpu::gemm_shape(kMaxAmount).reps);
+  CHECK(cpu::gemm_shape(kMaxAmount).reps > 0);
+  CHECK(cpu::stream_elements(1e300) == static_cast<int64_t>(kMaxAmount / 8));
 }
 
 TEST_CASE("sim::replay::cpu: ops run after their dependencies and each device in order", "[replay]") {

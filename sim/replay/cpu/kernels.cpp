@@ -9,10 +9,24 @@
 
 #include <Eigen/Core>
 
+#include "sim/replay/plan.h"
+
 namespace placelab::sim::replay::cpu {
+
+namespace {
+
+// Whole elements of `size` bytes in `bytes`, at least one when bytes > 0. Plans hold at most
+// kMaxAmount bytes (validate_plan); clamping keeps the conversion to int64 defined for any input.
+int64_t elements_of(double bytes, double size) {
+  if (!(bytes > 0)) return 0;
+  return std::max<int64_t>(1, std::llround(std::min(bytes, kMaxAmount) / size));
+}
+
+}  // namespace
 
 GemmShape gemm_shape(double flops) {
   if (!(flops > 0)) return {};
+  flops = std::min(flops, kMaxAmount);  // as in elements_of: reps must fit int64
   const double tile_flops = 2.0 * kMaxTile * kMaxTile * kMaxTile;
   const auto reps = static_cast<int64_t>(std::ceil(flops / tile_flops));
   const double per_rep = flops / static_cast<double>(reps);
@@ -22,10 +36,7 @@ GemmShape gemm_shape(double flops) {
   return {n, k, reps};
 }
 
-int64_t stream_elements(double bytes) {
-  if (!(bytes > 0)) return 0;
-  return std::max<int64_t>(1, std::llround(bytes / 8));
-}
+int64_t stream_elements(double bytes) { return elements_of(bytes, 8); }
 
 DeviceMemory::DeviceMemory(double arena_bytes, int32_t threads)
     : a_(kMaxTile * 2 * kMaxTile), b_(2 * kMaxTile * kMaxTile),
@@ -85,7 +96,7 @@ double DeviceMemory::stream(int64_t begin, int64_t elements) {
 double DeviceMemory::copy_to(float* dst, int64_t dst_floats, int64_t* src_cursor, int64_t* dst_cursor,
                              double bytes) const {
   const auto size = static_cast<int64_t>(src_.size());
-  int64_t left = std::max<int64_t>(bytes > 0 ? 1 : 0, std::llround(bytes / 4));
+  int64_t left = elements_of(bytes, 4);
   double check = 0;
   while (left > 0) {
     const int64_t len = std::min({left, size - *src_cursor, dst_floats - *dst_cursor});
