@@ -17,7 +17,13 @@ struct ClusterArgs {
   bool json = false, list = false;
 };
 
-void print_presets() {
+void print_presets(bool json) {
+  if (json) {
+    nlohmann::json families = nlohmann::json::array();
+    for (const auto& f : sim::preset_families())
+      families.push_back({{"family", f.family}, {"sizes", f.sizes}, {"summary", f.summary}});
+    return print_json({{"presets", families}});
+  }
   for (const auto& f : sim::preset_families()) {
     std::string sizes;
     for (int n : f.sizes) sizes += fmt::format("{}{}", sizes.empty() ? "" : "|", n);
@@ -42,7 +48,7 @@ void print_cluster(const sim::Cluster& c) {
 }
 
 void run(const ClusterArgs& a) {
-  if (a.list) return print_presets();
+  if (a.list) return print_presets(a.json);
   if (a.preset.empty() == a.file.empty())
     throw Error("cluster: give exactly one of --preset NAME or --file F (placelab cluster --list shows the presets)");
   sim::Cluster c = a.file.empty() ? sim::make_preset(a.preset) : sim::read_cluster(a.file);

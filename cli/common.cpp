@@ -1,24 +1,28 @@
 #include "cli/common.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
+#include <set>
 
 #include <fmt/format.h>
 
 #include "graphs/error.h"
 #include "graphs/io.h"
+#include "graphs/json_util.h"
 #include "graphs/training.h"
 #include "graphs/zoo/zoo.h"
+#include "sim/placement.h"
 
 namespace placelab::cli {
 
 graphs::Graph load_graph(const std::string& spec) {
-  if (std::filesystem::exists(spec) || spec.ends_with(".json")) return graphs::read_graph(spec);
+  if (io::names_a_file(spec)) return graphs::read_graph(spec);
   auto colon = spec.find(':');
   std::string name = spec.substr(0, colon);
   graphs::zoo::Params params;
   bool training = false;
+  std::set<std::string> seen;
   if (colon != std::string::npos) {
     std::string rest = spec.substr(colon + 1);
     size_t start = 0;
@@ -30,20 +34,28 @@ graphs::Graph load_graph(const std::string& spec) {
         throw Error(fmt::format("graph \"{}\": \"{}\" is not key=value (e.g. gnmt:layers=8,steps=20)", spec, item));
       std::string key = item.substr(0, eq), value = item.substr(eq + 1);
       double v = 0;
-      try {
+      try {  // decimal numbers only: stod would also take hex, "nan" and "inf"
         size_t used = 0;
+        if (value.find_first_not_of("0123456789.eE+-") != std::string::npos) throw std::invalid_argument(value);
         v = std::stod(value, &used);
-        if (used != value.size()) throw std::invalid_argument(value);
+        if (used != value.size() || !std::isfinite(v)) throw std::invalid_argument(value);
       } catch (const std::exception&) {
-        throw Error(fmt::format("graph \"{}\": value of {} is \"{}\", expected a number", spec, key, value));
+        throw Error(fmt::format("graph \"{}\": value of {} is \"{}\", expected a decimal number", spec, key, value));
       }
-      if (key == "training") training = v != 0;
+      if (key == "training" && v != 0 && v != 1)
+        throw Error(fmt::format("graph \"{}\": training is {}, expected 0 or 1", spec, value));
+      if (!seen.insert(key).second) throw Error(fmt::format("graph \"{}\": {} is given twice; give it once", spec, key));
+      if (key == "training") training = v == 1;
       else params[key] = v;
       if (comma == std::string::npos) break;
       start = comma + 1;
     }
   }
-  graphs::zoo::model_info(name);  // unknown names: an error listing the models (and "no such file")
+  try {
+    graphs::zoo::model_info(name);  // unknown names: an error listing the models
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}; no file \"{}\" exists either", e.what(), spec));
+  }
   graphs::Graph g = graphs::zoo::make_model(name, params);
   return training ? graphs::expand_training(g) : g;
 }
@@ -51,6 +63,33 @@ graphs::Graph load_graph(const std::string& spec) {
 // Names come from file paths, which need not be UTF-8: such bytes print as U+FFFD instead of throwing.
 void print_json(const nlohmann::json& doc) {
   fmt::print("{}\n", doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
+std::vector<int32_t> read_placement_for(const std::string& path, const sim::Simulator& simulator, std::string_view verb) {
+  sim::Placement p = sim::read_placement(path);
+  const std::string& graph = simulator.graph().name();
+  const std::string& cluster = simulator.cluster().name();
+  if (!p.graph.empty() && p.graph != graph)
+    fmt::print(stderr, "placelab: warning: {} was made for graph \"{}\", {} \"{}\"\n", path, p.graph, verb, graph);
+  if (!p.cluster.empty() && p.cluster != cluster)
+    fmt::print(stderr, "placelab: warning: {} was made for cluster \"{}\", {} \"{}\"\n", path, p.cluster, verb, cluster);
+  try {
+    simulator.check_placement(p.device_of);
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: {}", path, e.what()));
+  }
+  return std::move(p.device_of);
+}
+
+CLI::Option* add_seed(CLI::App* cmd, uint64_t& seed, const std::string& help) {
+  auto decimal = [](const std::string& text) -> std::string {
+    uint64_t v = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (text.empty() || ec != std::errc() || end != text.data() + text.size())
+      return fmt::format("\"{}\" is not an integer from 0 to {}", text, UINT64_MAX);
+    return "";
+  };
+  return cmd->add_option("--seed", seed, help)->check(CLI::Validator(decimal, "UINT64"));
 }
 
 std::string human(double value, std::string_view unit) {

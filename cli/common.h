@@ -2,6 +2,7 @@
 // (tables on stdout) and for scripts (one JSON object with --json).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -9,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "graphs/graph.h"
+#include "sim/engine.h"
 
 namespace placelab::cli {
 
@@ -19,8 +21,17 @@ namespace placelab::cli {
  */
 graphs::Graph load_graph(const std::string& spec);
 
+/**
+ * The placement file `path` checked against `simulator` (errors name the file); a warning on stderr when
+ * it was made for another graph or cluster, saying what `verb` ("simulating", "replaying") uses instead.
+ */
+std::vector<int32_t> read_placement_for(const std::string& path, const sim::Simulator& simulator, std::string_view verb);
+
 /** Prints `doc` as one JSON object on stdout. */
 void print_json(const nlohmann::json& doc);
+
+/** Adds `--seed` to `cmd`: a decimal integer in 0..2^64-1 (the parser alone would wrap -1 and saturate). */
+CLI::Option* add_seed(CLI::App* cmd, uint64_t& seed, const std::string& help);
 
 /** "1.23 G" style numbers for tables. */
 std::string human(double value, std::string_view unit = "");

@@ -27,6 +27,11 @@ std::vector<std::string> split_names(const std::string& text) {
 
 void run(const CompareArgs& a) {
   if (a.list) {
+    if (a.json) {
+      nlohmann::json placers = nlohmann::json::array();
+      for (const auto& p : policy::placers()) placers.push_back({{"name", p.name}, {"summary", p.summary}});
+      return print_json({{"placers", placers}, {"fast", policy::fast_placers()}});
+    }
     for (const auto& p : policy::placers()) fmt::print("{:<16} {}\n", p.name, p.summary);
     return;
   }
@@ -62,7 +67,7 @@ void add_compare_command(CLI::App& app) {
   cmd->add_option("--graph", args->graph, "Graph file or zoo name (NAME[:key=value,...]); default inception_v3:training=1");
   cmd->add_option("--cluster", args->cluster, "Cluster file or preset name; default v100-nvlink-4");
   cmd->add_option("--placers", args->placers, "Comma-separated placer names (default: every fast placer)");
-  cmd->add_option("--seed", args->seed, "Seed of the placers' random choices (default 1)");
+  add_seed(cmd, args->seed, "Seed of the placers' random choices (default 1)");
   cmd->add_flag("--json", args->json, "Print the table as one JSON object");
   cmd->add_flag("--list", args->list, "List every registered placer");
   cmd->callback([args] { run(*args); });

@@ -56,7 +56,16 @@ void print_stats(const graphs::Graph& g) {
   fmt::print("  edge tensors   {:>12}\n", human(s.edge_bytes, "B"));
 }
 
-void print_models() {
+void print_models(bool json) {
+  if (json) {
+    nlohmann::json models = nlohmann::json::array();
+    for (const auto& m : graphs::zoo::models()) {
+      nlohmann::json params = nlohmann::json::array();
+      for (const auto& p : m.params) params.push_back({{"name", p.name}, {"default", p.value}, {"help", p.help}});
+      models.push_back({{"name", m.name}, {"summary", m.summary}, {"params", params}});
+    }
+    return print_json({{"models", models}});
+  }
   for (const auto& m : graphs::zoo::models()) {
     fmt::print("{:<16} {}\n", m.name, m.summary);
     for (const auto& p : m.params) fmt::print("    --{:<14} {:<10} {}\n", p.name, p.value, p.help);
@@ -64,7 +73,7 @@ void print_models() {
 }
 
 void run(const GraphArgs& a) {
-  if (a.list) return print_models();
+  if (a.list) return print_models(a.json);
   if (a.model.empty() == a.file.empty())
     throw Error("graph: give exactly one of --model NAME or --file F (placelab graph --list shows the models)");
   graphs::Graph g;

@@ -148,7 +148,7 @@ void add_place_command(CLI::App& app) {
                   "Placer name (placelab compare --list shows them); default: the pre-trained gdp policy, shown "
                   "beside heft, metis and human_expert");
   cmd->add_option("--options", args->options, "Placer options as a JSON object, e.g. '{\"steps\": 100}'");
-  cmd->add_option("--seed", args->seed, "Seed of the placer's random choices (default 1)");
+  add_seed(cmd, args->seed, "Seed of the placer's random choices (default 1)");
   cmd->add_option("--out", args->out, "Write the placement as a placelab.placement file");
   cmd->add_flag("--json", args->json, "Print the result as one JSON object");
   cmd->callback([args] { run(*args); });

@@ -27,8 +27,9 @@ struct ReplayArgs {
 
 sim::replay::ReplayPlan make_plan(const ReplayArgs& a) {
   if (!a.plan.empty()) {
-    if (!a.graph.empty() || !a.placement.empty())
-      throw Error("replay: give either --plan F or --graph G --cluster C --placement P, not both");
+    if (!a.graph.empty() || !a.placement.empty() || !a.cluster.empty() || !a.profile.empty())
+      throw Error("replay: a plan holds its graph, cluster and times: give either --plan F or --graph G --cluster C "
+                  "--placement P [--profile F], not both");
     return sim::replay::read_plan(a.plan);
   }
   if (a.graph.empty() || a.cluster.empty() || a.placement.empty())
@@ -38,10 +39,7 @@ sim::replay::ReplayPlan make_plan(const ReplayArgs& a) {
   std::shared_ptr<const sim::CostModel> cost = sim::default_cost_model();
   if (!a.profile.empty()) cost = sim::read_profile(a.profile, cost);
   sim::Simulator simulator(g, c, cost);
-  sim::Placement p = sim::read_placement(a.placement);
-  if (!p.graph.empty() && p.graph != g.name())
-    fmt::print(stderr, "placelab: warning: {} was made for graph \"{}\", replaying \"{}\"\n", a.placement, p.graph, g.name());
-  return sim::replay::export_plan(simulator, p.device_of);
+  return sim::replay::export_plan(simulator, read_placement_for(a.placement, simulator, "replaying"));
 }
 
 void run(const ReplayArgs& a) {

@@ -67,13 +67,9 @@ void run(const SimulateArgs& a) {
                                    .share_bandwidth = a.share_bandwidth});
 
   if (!a.placement.empty()) {
-    sim::Placement p = sim::read_placement(a.placement);
-    if (!p.graph.empty() && p.graph != g.name())
-      fmt::print(stderr, "placelab: warning: {} was made for graph \"{}\", simulating \"{}\"\n", a.placement, p.graph, g.name());
-    if (!p.cluster.empty() && p.cluster != c.name())
-      fmt::print(stderr, "placelab: warning: {} was made for cluster \"{}\", simulating \"{}\"\n", a.placement, p.cluster, c.name());
+    const std::vector<int32_t> device_of = read_placement_for(a.placement, simulator, "simulating");
     sim::TraceRecorder trace(simulator);
-    sim::SimResult r = simulator.simulate(p.device_of, a.trace.empty() ? nullptr : &trace);
+    sim::SimResult r = simulator.simulate(device_of, a.trace.empty() ? nullptr : &trace);
     if (!a.trace.empty()) trace.write_chrome(a.trace);
     if (a.json) {
       nlohmann::json doc = sim::result_to_json(r, c);
@@ -134,7 +130,7 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--cluster", args->cluster, "Cluster file or preset name (placelab cluster --list)")->required();
   cmd->add_option("--placement", args->placement, "A placelab.placement file");
   cmd->add_option("--random", args->random, "Simulate N uniformly random placements instead");
-  cmd->add_option("--seed", args->seed, "Seed of the random placements (default 1)");
+  add_seed(cmd, args->seed, "Seed of the random placements (default 1)");
   cmd->add_option("--trace", args->trace, "Write a Chrome trace-event JSON (Perfetto) of the (first) placement");
   cmd->add_option("--profile", args->profile, "A placelab.profile table overriding the roofline model");
   cmd->add_option("--priority", args->priority, "Which ready op a free device starts: ready_time (default) or rank");

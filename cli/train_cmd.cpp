@@ -18,7 +18,8 @@ namespace {
 
 struct TrainArgs {
   std::string graphs, cluster = "v100-nvlink-4", policy, options, checkpoint;
-  int64_t steps = -1;  // -1: 100, or unlimited when --minutes is given
+  int64_t steps = 100;  // when --steps is left out: unlimited with --minutes
+  bool steps_given = false;
   double minutes = 0;
   int64_t checkpoint_every = 10;
   bool resume = false, json = false, seed_given = false;
@@ -36,8 +37,8 @@ std::vector<std::string> split_graph_specs(const std::string& text) {
     const size_t end = std::min(text.find(',', begin), text.size());
     const std::string piece = text.substr(begin, end - begin);
     const bool parameter = piece.find('=') != std::string::npos && piece.find(':') == std::string::npos;
-    if (parameter && !out.empty() && out.back().find(':') != std::string::npos) {
-      out.back() += "," + piece;
+    if (parameter && !out.empty()) {
+      out.back() += (out.back().find(':') == std::string::npos ? ":" : ",") + piece;
     } else if (!piece.empty()) {
       out.push_back(piece);
     }
@@ -78,7 +79,7 @@ void run(const TrainArgs& a) {
   }
   if (policy.empty()) throw Error("train: --policy is required (e.g. --policy hdp; known: see placelab compare --list)");
   if (a.graphs.empty()) throw Error("train: --graphs is required (e.g. --graphs inception_v3:training=1)");
-  if (a.steps < -1) throw Error(fmt::format("train: --steps {} must be >= 0", a.steps));
+  if (a.steps < 0) throw Error(fmt::format("train: --steps {} must be >= 0", a.steps));
   if (!(a.minutes >= 0) || !std::isfinite(a.minutes)) throw Error(fmt::format("train: --minutes {} must be >= 0", a.minutes));
 
   // Errors in options taken from the checkpoint name it; the flag's name themselves.
@@ -106,7 +107,7 @@ void run(const TrainArgs& a) {
   }
 
   rl::TrainOptions train;
-  train.steps = a.steps >= 0 ? a.steps : (a.minutes > 0 ? std::numeric_limits<int64_t>::max() : 100);
+  train.steps = a.steps_given || a.minutes == 0 ? a.steps : std::numeric_limits<int64_t>::max();
   train.minutes = a.minutes;
   train.checkpoint_dir = a.checkpoint;
   train.checkpoint_every = a.checkpoint_every;
@@ -159,17 +160,18 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--graphs", args->graphs, "Comma-separated graph files or zoo names (NAME[:key=value,...])");
   cmd->add_option("--cluster", args->cluster, "Cluster file or preset name; default v100-nvlink-4");
   cmd->add_option("--policy", args->policy, "Learned policy: gdp, placeto, hdp or hsdag");
-  cmd->add_option("--steps", args->steps, "Training steps in total, resumed ones included (default 100)");
+  CLI::Option* steps = cmd->add_option("--steps", args->steps, "Training steps in total, resumed ones included (default 100)");
   cmd->add_option("--minutes", args->minutes, "Stop after this many minutes of this run");
   cmd->add_option("--checkpoint", args->checkpoint, "Directory for checkpoint.json and the log.jsonl curve");
   cmd->add_option("--checkpoint-every", args->checkpoint_every, "Steps between checkpoints (default 10; also at the end)");
   cmd->add_flag("--resume", args->resume, "Continue the run in --checkpoint DIR exactly where it stopped");
-  CLI::Option* seed = cmd->add_option("--seed", args->seed, "Seed of every random choice of the policy (default 1; a resumed run keeps its own)");
+  CLI::Option* seed = add_seed(cmd, args->seed, "Seed of every random choice of the policy (default 1; a resumed run keeps its own)");
   cmd->add_option("--options", args->options,
                   "Policy options as a JSON object, plus \"reward\": {\"objective\", \"oom_penalty\"}");
   cmd->add_flag("--json", args->json, "Print the summary as one JSON object");
-  cmd->callback([args, seed] {
+  cmd->callback([args, seed, steps] {
     args->seed_given = seed->count() > 0;
+    args->steps_given = steps->count() > 0;
     run(*args);
   });
 }

@@ -1,5 +1,6 @@
 #include "graphs/json_util.h"
 
+#include <atomic>
 #include <cctype>
 #include <cmath>
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include "graphs/error.h"
 
@@ -21,7 +23,9 @@ json read_json_file(const std::string& path) {
     throw Error(fmt::format("{}: is a directory, expected a JSON file", path));
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    if (!std::filesystem::exists(path)) throw Error(fmt::format("{}: no such file", path));
+    const bool exists = std::filesystem::exists(path, ec);
+    if (ec) throw Error(fmt::format("{}: cannot be looked up ({})", path, ec.message()));
+    if (!exists) throw Error(fmt::format("{}: no such file", path));
     throw Error(fmt::format("{}: cannot be read (check its permissions)", path));
   }
   std::ostringstream text;
@@ -63,21 +67,44 @@ json parse_json(std::string_view text, const std::string& origin) {
   }
 }
 
+bool names_a_file(const std::string& spec) {
+  std::error_code ec;  // a path the system cannot even look at (a link loop, too long) is still a path
+  return std::filesystem::exists(spec, ec) || ec || spec.ends_with(".json") || spec.find('/') != std::string::npos;
+}
+
 void write_json_atomic(const std::string& path, const json& doc, int indent) {
+  namespace fs = std::filesystem;
   // Serialise first, so nothing is left behind if it throws. Names may come from file paths, which
   // need not be UTF-8: such bytes are written as U+FFFD instead of throwing.
-  const std::string text = doc.dump(indent, ' ', false, json::error_handler_t::replace);
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+  const std::string text = doc.dump(indent, ' ', false, json::error_handler_t::replace) + '\n';
+  auto write = [&](const std::string& file) {
+    std::ofstream out(file, std::ios::binary | std::ios::trunc);
     if (!out) throw Error(fmt::format("{}: cannot be written (does its folder exist?)", path));
-    out << text << '\n';
+    out << text;
     out.flush();
     if (!out) throw Error(fmt::format("{}: write failed (disk full?)", path));
-  }
+  };
   std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw Error(fmt::format("{}: cannot replace the file ({})", path, ec.message()));
+  const fs::file_status status = fs::status(path, ec);  // of a link's target
+  if (fs::is_directory(status)) throw Error(fmt::format("{}: is a directory; give a file name", path));
+  if (fs::exists(status) && !fs::is_regular_file(status)) return write(path);  // a device or a pipe: write through
+  // Replace a link's target, not the link; a temporary name of this process and call, so that two
+  // writers of one file each rename a whole file over it.
+  const fs::path target = fs::is_symlink(fs::symlink_status(path, ec)) ? fs::weakly_canonical(path, ec) : fs::path(path);
+  static std::atomic<uint64_t> calls{0};
+  const std::string tmp = fmt::format("{}.tmp.{}.{}", target.string(), ::getpid(), calls++);
+  try {
+    write(tmp);
+  } catch (const Error&) {
+    fs::remove(tmp, ec);
+    throw;
+  }
+  fs::rename(tmp, target, ec);
+  if (ec) {
+    const std::string why = ec.message();
+    fs::remove(tmp, ec);
+    throw Error(fmt::format("{}: cannot replace the file ({})", path, why));
+  }
 }
 
 std::string JsonNode::where() const { return path_.empty() ? origin_ : origin_ + ": " + path_; }

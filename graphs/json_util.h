@@ -22,8 +22,15 @@ json read_json_file(const std::string& path);
 json parse_json(std::string_view text, const std::string& origin);
 
 /**
- * Writes `doc` to `path` through a temporary file and a rename, so readers never see half a file.
- * Strings that are not valid UTF-8 are written with U+FFFD in place of the bad bytes.
+ * Whether a graph or cluster argument names a file rather than a zoo model or preset: it exists, ends
+ * in ".json" or has a "/" (so that a missing ./x.graph is reported as a missing file).
+ */
+bool names_a_file(const std::string& spec);
+
+/**
+ * Writes `doc` to `path` through a temporary file and a rename, so readers never see half a file
+ * (a link's target is replaced; a device or pipe is written through). Strings that are not valid
+ * UTF-8 are written with U+FFFD in place of the bad bytes.
  */
 void write_json_atomic(const std::string& path, const json& doc, int indent = 1);
 

@@ -6,12 +6,12 @@
 
 #include <algorithm>
 #include <charconv>
-#include <filesystem>
 #include <functional>
 
 #include <fmt/format.h>
 
 #include "graphs/error.h"
+#include "graphs/json_util.h"
 
 namespace placelab::sim {
 
@@ -240,8 +240,12 @@ Cluster make_preset(std::string_view name) {
 }
 
 Cluster load_cluster(const std::string& spec) {
-  if (std::filesystem::exists(spec) || spec.ends_with(".json")) return read_cluster(spec);
-  return make_preset(spec);
+  if (io::names_a_file(spec)) return read_cluster(spec);
+  try {
+    return make_preset(spec);
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}; no file \"{}\" exists either", e.what(), spec));
+  }
 }
 
 Cluster msr_cluster(int accelerators, int cpus, double accelerator_memory_bytes) {

@@ -366,6 +366,9 @@ IdealDpResult solve_ideal_dp(const sim::Simulator& simulator, const IdealDpOptio
       // No linear split fits memory (or the limits hit): keep the model's ceiling.
     }
   }
+  // The DFS sums a set's times in another order than the ceiling did: allow for the rounding (a single
+  // device's only split is the ceiling itself, and one ulp over it refused every single-GPU cluster).
+  ceiling *= 1 + 1e-9;
   // Within 3x of the floor (the usual case: the linear order loses little), go to the upper bound at once.
   double threshold = ceiling <= 3 * m.load_floor_s() ? ceiling : std::min(m.load_floor_s(), ceiling);
   for (;;) {

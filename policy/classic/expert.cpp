@@ -139,8 +139,11 @@ std::string instance_path(const nlohmann::json& options, const std::string& spli
 }
 
 std::vector<int32_t> place_by_split(const PlaceRequest& request, const std::string& split_file) {
+  std::error_code ec;
+  if (!std::filesystem::exists(split_file, ec))
+    throw Error(fmt::format("placer human_expert: split file {} not found (option \"split_file\")", split_file));
   const std::string instance_file = instance_path(request.options, split_file);
-  if (!std::filesystem::exists(instance_file))
+  if (!std::filesystem::exists(instance_file, ec))
     throw Error(fmt::format("placer human_expert: msr instance {} of split {} not found: give its path as option "
                             "\"instance\"",
                             instance_file, split_file));

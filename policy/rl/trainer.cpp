@@ -257,7 +257,8 @@ nlohmann::json to_json(const LogEntry& entry) {
 }
 
 std::string checkpoint_file(const std::string& path) {
-  return fs::is_directory(path) ? (fs::path(path) / "checkpoint.json").string() : path;
+  std::error_code ec;
+  return fs::is_directory(path, ec) ? (fs::path(path) / "checkpoint.json").string() : path;
 }
 
 void save_checkpoint(const std::string& dir, const Learner& learner, int64_t step, const nlohmann::json& trainer_state) {
@@ -276,7 +277,8 @@ void save_checkpoint(const std::string& dir, const Learner& learner, int64_t ste
 
 nlohmann::json read_checkpoint(const std::string& path) {
   const std::string file = checkpoint_file(path);
-  if (!fs::exists(file)) {
+  std::error_code ec;
+  if (!fs::exists(file, ec)) {
     throw Error(fmt::format("{}: no checkpoint there (write one with placelab train --checkpoint DIR)", file));
   }
   nlohmann::json doc = io::read_json_file(file);

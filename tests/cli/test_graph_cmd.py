@@ -98,7 +98,42 @@ def test_unparseable_files(tmp_path, text, message):
     (["--model", "resnet50", "--layers", "3"], "layers"),
     (["--model", "rnnlm", "--layers", "-2"], "layers"),
     ([], "give exactly one of --model NAME or --file F"),
+    (["--file", "./no/such.graph"], "./no/such.graph: no such file"),
 ])
 def test_bad_arguments(args, message):
     proc = placelab("graph", *args, check=False)
     assert proc.returncode != 0 and message in proc.stderr
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("gnmt:layers=0x3", "expected a decimal number"),
+    ("gnmt:layers=nan", "expected a decimal number"),
+    ("gnmt:layers=2,layers=3", "layers is given twice"),
+    ("gnmt:layers=2,training=-1", "training is -1, expected 0 or 1"),
+    ("./missing.graph", "./missing.graph: no such file"),
+    ("resnet", "no file \"resnet\" exists either"),
+])
+def test_bad_graph_specs(spec, message):
+    proc = placelab("simulate", "--graph", spec, "--cluster", "v100-nvlink-2", "--random", "1", check=False)
+    assert proc.returncode == 1 and message in proc.stderr
+
+
+def test_lists_as_json():
+    models = json.loads(placelab("graph", "--list", "--json").stdout)["models"]
+    assert "gnmt" in [m["name"] for m in models]
+    presets = json.loads(placelab("cluster", "--list", "--json").stdout)["presets"]
+    assert {"family": "v100-nvlink", "sizes": [1, 2, 4, 8]}.items() <= [p for p in presets if p["family"] == "v100-nvlink"][0].items()
+    placers = json.loads(placelab("compare", "--list", "--json").stdout)
+    assert set(placers["fast"]) <= {p["name"] for p in placers["placers"]}
+
+
+def test_output_through_a_link_and_into_a_folder(tmp_path):
+    (tmp_path / "target.json").write_text("old")
+    (tmp_path / "link.json").symlink_to("target.json")
+    placelab("graph", "--model", "rnnlm", "--layers", "1", "--out", str(tmp_path / "link.json"))
+    assert (tmp_path / "link.json").is_symlink()
+    assert json.loads((tmp_path / "target.json").read_text())["format"] == "placelab.graph"
+    (tmp_path / "folder").mkdir()
+    proc = placelab("graph", "--model", "rnnlm", "--layers", "1", "--out", str(tmp_path / "folder"), check=False)
+    assert proc.returncode == 1 and "is a directory" in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder", "link.json", "target.json"]

@@ -51,7 +51,10 @@ def test_simulate_a_placement_with_a_trace(tmp_path):
     placement.write_text(json.dumps({"format": "placelab.placement", "version": 1, "device_of": [0, 0, 5]}))
     bad = placelab("simulate", "--graph", str(graph), "--cluster", "v100-nvlink-2", "--placement", str(placement),
                    check=False)
-    assert bad.returncode == 1 and "op \"c\" is on device 5" in bad.stderr
+    assert bad.returncode == 1 and f"{placement}: placement: op \"c\" is on device 5" in bad.stderr
+    bad = placelab("simulate", "--graph", str(graph), "--cluster", "v100-nvlink-2", "--random", "1", "--seed", "-1",
+                   check=False)
+    assert bad.returncode != 0 and "is not an integer from 0 to" in bad.stderr
 
 
 def test_simulate_random_placements_reports_speed(tmp_path):

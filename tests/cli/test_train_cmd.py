@@ -56,6 +56,14 @@ def test_resume_continues_the_run_exactly(tmp_path):
     b = json.loads((resumed / "checkpoint.json").read_text())
     assert a["step"] == b["step"] == 6 and a["learner"] == b["learner"]
     assert a["trainer"]["tasks"] == b["trainer"]["tasks"]
+    # The run keeps its seed and policy; another graph under the same file name is refused.
+    def error(*args):
+        proc = placelab("train", "--graphs", GRAPHS, "--cluster", CLUSTER, "--steps", "8", "--checkpoint", str(resumed),
+                        "--resume", *args, check=False)
+        assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+        return proc.stderr
+    assert "a resumed run keeps its seed" in error("--seed", "5")
+    assert "resume with --policy" in error("--policy", "gdp" if a["policy"] != "gdp" else "hdp")
 
 
 def test_learned_placer_through_place(tmp_path):

@@ -1,7 +1,9 @@
 #include <catch2/catch.hpp>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
+#include <iterator>
 #include <fstream>
 
 #include "graphs/error.h"
@@ -138,6 +140,22 @@ TEST_CASE("graphs::io: write_json_atomic writes invalid UTF-8 as U+FFFD and leav
   const auto path = (std::filesystem::temp_directory_path() / "placelab_io_test_utf8.json").string();
   io::write_json_atomic(path, {{"name", "clu\xff.json"}});  // e.g. a cluster named after its file path
   CHECK(io::read_json_file(path)["name"] == "clu\xef\xbf\xbd.json");
-  CHECK_FALSE(std::filesystem::exists(path + ".tmp"));
+  for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::temp_directory_path()))
+    CHECK(entry.path().string().rfind(path + ".tmp", 0) == std::string::npos);
   std::filesystem::remove(path);
+}
+
+TEST_CASE("graphs::io: write_json_atomic replaces a link's target, not the link, and refuses a directory", "[graphs][io]") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("placelab_io_test_link_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "sub");
+  io::write_json_atomic((dir / "target.json").string(), {{"v", 1}});
+  fs::create_symlink("target.json", dir / "link.json");
+  io::write_json_atomic((dir / "link.json").string(), {{"v", 2}});
+  CHECK(fs::is_symlink(dir / "link.json"));
+  CHECK(io::read_json_file((dir / "target.json").string())["v"] == 2);
+  CHECK_THROWS_WITH(io::write_json_atomic((dir / "sub").string(), {{"v", 3}}), Catch::Contains("is a directory"));
+  CHECK(std::distance(fs::directory_iterator(dir), fs::directory_iterator()) == 3);  // no temporary files left
+  fs::remove_all(dir);
 }

@@ -3,6 +3,7 @@
 // memory limits, colour classes and the size-limit error.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <random>
@@ -231,6 +232,20 @@ TEST_CASE("policy::dp: memory limits bind and an impossible limit is an error", 
   const sim::Cluster impossible = sim::msr_cluster(2, 0, total / 4);
   const sim::Simulator too_small(l.instance.graph, impossible);
   CHECK_THROWS_WITH(place("dp", too_small), Catch::Contains("fits the cluster's memory"));
+}
+
+TEST_CASE("policy::dp: one device gets everything (its only split is the ceiling, summed in another order)",
+          "[policy][dp]") {
+  // These presets refused resnet50 by one ulp before the ceiling allowed for rounding.
+  const graphs::Graph g = graphs::zoo::make_model("resnet50", {{"batch", 1}});
+  for (const char* preset : {"v100-nvlink-1", "a100-1", "h100-1", "p100-1"}) {
+    const sim::Cluster c = sim::make_preset(preset);
+    const sim::Simulator simulator(g, c);
+    for (const char* placer : {"dp", "pipedream"}) {
+      const policy::PlaceResult r = place(placer, simulator);
+      CHECK(std::count(r.device_of.begin(), r.device_of.end(), 0) == g.num_ops());
+    }
+  }
 }
 
 TEST_CASE("policy::dp: too many ideals is an error suggesting coarsening, bad options are errors", "[policy][dp]") {

@@ -58,6 +58,10 @@ def test_training_expansion_and_coarsening(graph):
     fused = placelab.fuse_chains(graph)
     both = placelab.compose(fused, placelab.group_by_size(fused.graph, 4))
     assert both.graph.num_ops == 4 and both.group_of.max() == 3
+    labels = np.arange(graph.num_ops) // 4
+    assert placelab.contract_labels(graph, labels, "c").graph.num_ops <= len(set(labels.tolist()))
+    with pytest.raises(ValueError, match="labels must hold integers"):
+        placelab.contract_labels(graph, np.linspace(0, 3, graph.num_ops), "c")
 
 
 def test_cluster_round_trips_and_presets(cluster, tmp_path):

@@ -40,8 +40,9 @@ def test_checkpoint_resume_continues_the_same_run(task, tmp_path):
     placelab.train(POLICY, [task], checkpoint=str(tmp_path), checkpoint_every=1, **small(2))
     header = placelab.read_checkpoint(str(tmp_path))
     assert header["policy"] == POLICY and header["step"] == 2
-    resumed = placelab.train(POLICY, [task], checkpoint=str(tmp_path), resume=True, **small(4))
-    assert resumed["steps"] == 4
+    # Resuming takes the checkpoint's options (and keeps its seed) when they are left out.
+    resumed = placelab.train(POLICY, [task], checkpoint=tmp_path, resume=True, steps=4, seed=99)
+    assert resumed["steps"] == 4 and resumed["seed"] == 3
     assert resumed["best_cost_s"] == straight["best_cost_s"]
     log = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
     assert len(log) == 4
@@ -63,6 +64,12 @@ def test_bad_input_is_a_value_error(task):
     def explode(entry):
         raise RuntimeError("boom")
 
-    with pytest.raises(RuntimeError, match="on_step callback raised.*boom"):
+    with pytest.raises(RuntimeError, match="on_step callback raised RuntimeError: boom$"):
         placelab.train(POLICY, [task], steps=2, on_step=explode)
+    with pytest.raises(RuntimeError, match="on_step callback returned a value that is not True, False or None"):
+        placelab.train(POLICY, [task], steps=2, on_step=lambda e: "no")
+    with pytest.raises(TypeError, match=r"tasks\[0\]\[0\] must be a placelab.Graph, got Cluster"):
+        placelab.train(POLICY, [(task[1], task[0])], steps=1)
+    with pytest.raises(TypeError, match="checkpoint must be a path"):
+        placelab.train(POLICY, [task], steps=1, checkpoint=5)
     assert POLICY in dict(placelab.learners())
