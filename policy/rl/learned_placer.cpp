@@ -59,8 +59,17 @@ LearnedOptions read_options(const std::string& name, const nlohmann::json& optio
     } else if (key == "reward") {
       out.reward = rl::reward_options_from_json(value, where + ".reward");
     } else {
-      out.policy[key] = value;  // the learner checks its own keys
+      out.policy[key] = value;  // the learner checks their values
     }
+  }
+  // Unknown keys, named against both lists (the learner's own error would list only its keys).
+  const nlohmann::json learner_keys = rl::make_learner(name, nlohmann::json::object(), 0)->options();
+  for (const auto& [key, value] : out.policy.items()) {
+    if (learner_keys.contains(key)) continue;
+    std::string known = "checkpoint, steps, minutes, curve, reward";
+    if (name == "gdp") known += ", pretrained";
+    for (const auto& [k, v] : learner_keys.items()) known += ", " + k;
+    root.fail(fmt::format("unknown field \"{}\" (known fields: {})", key, known));
   }
   return out;
 }

@@ -58,7 +58,8 @@ def test_place_errors_name_the_fix():
     # An unknown option given over the embedded checkpoint is the caller's, not the checkpoint's.
     bad = placelab("place", "--graph", GRAPH, "--placer", "gdp", "--options", '{"hiden": 8}', check=False)
     assert bad.returncode == 1 and 'placer gdp options: unknown field "hiden"' in bad.stderr
-    assert "checkpoint" not in bad.stderr
+    assert "pre-trained" not in bad.stderr
+    assert "known fields: checkpoint, steps, minutes, curve, reward, pretrained, " in bad.stderr  # and the policy's
     bad = placelab("place", "--graph", GRAPH, "--placer", "hdp", "--options", '{"lr": -1}', check=False)
     assert bad.returncode == 1 and "placer hdp options: lr must be a number >= 0" in bad.stderr
 

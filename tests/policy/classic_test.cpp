@@ -6,6 +6,8 @@
 #include <set>
 
 #include <catch2/catch.hpp>
+#include <unistd.h>
+#include <filesystem>
 
 #include "graphs/error.h"
 #include "graphs/msr.h"
@@ -209,5 +211,12 @@ TEST_CASE("policy::human_expert: msr split files give the README's expert loads"
   CHECK_THROWS_WITH(run_placer("human_expert", s, 1, {{"split_file", root + "human-experts/gnmt_inference_expert.json"}}),
                     Catch::Contains("ops"));
   CHECK_THROWS_WITH(run_placer("human_expert", s, 1, {{"split_file", "/nonexistent/x_expert.json"}}),
-                    Catch::Contains("instance"));
+                    Catch::Contains("split file /nonexistent/x_expert.json not found"));
+  // A split whose instance is not beside it (nor given) names the instance option.
+  const auto lone = std::filesystem::temp_directory_path() / ("placelab_lone_split_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(lone);
+  std::filesystem::copy_file(root + "human-experts/gnmt_inference_expert.json", lone / "x_expert.json");
+  CHECK_THROWS_WITH(run_placer("human_expert", s, 1, {{"split_file", (lone / "x_expert.json").string()}}),
+                    Catch::Contains("give its path as option \"instance\""));
+  std::filesystem::remove_all(lone);
 }
