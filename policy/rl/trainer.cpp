@@ -4,20 +4,18 @@
 #include "policy/rl/trainer.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/file.h>
 #include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-
-#include <fmt/format.h>
 
 #include "graphs/error.h"
 #include "graphs/io.h"

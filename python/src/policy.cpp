@@ -141,11 +141,21 @@ void init_policy(py::module_& m) {
     auto learner = rl::make_learner(policy, policy_options, run_seed);
     const auto step_callback = gil_callback<bool, const rl::LogEntry&>(on_step, "on_step callback");
     const auto progress_callback = gil_callback<void, std::string_view>(progress, "progress callback");
+    // Ctrl-C (a Jupyter interrupt) ends the run after the current step, as if on_step returned False
+    // (so the checkpoint is written), then raises KeyboardInterrupt here.
+    bool interrupted = false;
+    const std::function<bool(const rl::LogEntry&)> each_step = [&](const rl::LogEntry& entry) {
+      if (step_callback && !step_callback(entry)) return false;
+      py::gil_scoped_acquire acquire;
+      interrupted = PyErr_CheckSignals() != 0;
+      return !interrupted;
+    };
     rl::TrainSummary summary;
     {
       py::gil_scoped_release release;
-      summary = rl::train(*learner, task_list, train_options, step_callback, progress_callback);
+      summary = rl::train(*learner, task_list, train_options, each_step, progress_callback);
     }
+    if (interrupted) throw py::error_already_set();
     py::list placements;
     for (const auto& p : summary.best_placement) placements.append(to_numpy(p));
     py::dict out;

@@ -52,6 +52,20 @@ def test_checkpoint_resume_continues_the_same_run(task, tmp_path):
     sim.check_placement(placement)
 
 
+def test_an_interrupt_stops_after_a_step_and_keeps_the_checkpoint(task, tmp_path):
+    import _thread
+    import threading
+
+    timer = threading.Timer(0.5, _thread.interrupt_main)  # what Ctrl-C or a Jupyter interrupt does
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        placelab.train(POLICY, [task], checkpoint=tmp_path, checkpoint_every=1000, **small(3000))  # bounded if it fails
+    timer.join()
+    step = placelab.read_checkpoint(str(tmp_path))["step"]
+    assert 0 < step < 3000
+    assert len((tmp_path / "log.jsonl").read_text().splitlines()) == step
+
+
 def test_bad_input_is_a_value_error(task):
     with pytest.raises(ValueError, match="unknown learned policy"):
         placelab.train("no_such_policy", [task], steps=1)
