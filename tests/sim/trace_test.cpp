@@ -1,10 +1,13 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 
 #include "sim/engine.h"
+#include "sim/placement.h"
 #include "sim/presets.h"
 #include "sim/trace.h"
 #include "test_util.h"
@@ -63,4 +66,35 @@ TEST_CASE("sim::TraceRecorder: golden trace of the placeto preset", "[sim][golde
   TraceRecorder trace(sim);
   sim.simulate(std::vector<int32_t>{0, 1, 2, 0, 1}, &trace);
   check_golden("placeto", trace.to_text());
+}
+
+TEST_CASE("sim::TraceRecorder: memory changes in the engine's order reach each device's peak and return to resident",
+          "[sim]") {
+  const graphs::Graph g = random_dag(60, 3);
+  const Cluster c = make_preset("v100-nvlink-4");
+  Simulator sim(g, c);
+  std::mt19937_64 rng(4);
+  for (int round = 0; round < 4; ++round) {
+    const std::vector<int32_t> p = random_placement(sim, rng);
+    TraceRecorder trace(sim);
+    const SimResult r = sim.simulate(p, &trace);
+    std::vector<int64_t> peak(c.num_devices(), 0), last(c.num_devices(), -1), resident(c.num_devices(), 0);
+    for (graphs::OpId op = 0; op < g.num_ops(); ++op) resident[p[op]] += std::llround(g.param_bytes(op));
+    double time_s = 0;
+    for (const auto& e : trace.memory()) {
+      CHECK(e.time_s >= time_s);  // in time order
+      time_s = e.time_s;
+      if (last[e.device] < 0) CHECK(e.bytes == resident[e.device]);  // first: the resident bytes at 0
+      peak[e.device] = std::max(peak[e.device], e.bytes);
+      last[e.device] = e.bytes;
+    }
+    for (int32_t d = 0; d < c.num_devices(); ++d) {
+      CHECK(static_cast<double>(peak[d]) == r.device_peak_bytes[d]);
+      CHECK(last[d] == resident[d]);  // everything else freed by the end
+    }
+    int counters = 0;
+    const nlohmann::json doc = trace.to_chrome_json();
+    for (const auto& e : doc.at("traceEvents")) counters += e.at("ph") == "C";
+    CHECK(counters == static_cast<int>(trace.memory().size()));
+  }
 }
