@@ -1,7 +1,10 @@
 // placelab calibrate --backend cpu|cuda --out PROFILE: measures the backend with micro-benchmarks and
 // writes the calibrated cluster (a placelab.cluster file every verb takes as --cluster); --json prints
 // the measurements and fits (placelab.calibration), --measurements F writes them.
+#include <algorithm>
+#include <filesystem>
 #include <memory>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -20,9 +23,26 @@ struct CalibrateArgs {
   bool no_pin = false, json = false;
 };
 
+// A file can be written there: checked before minutes of measuring, not after.
+void check_writable_folder(const std::string& path, const char* option) {
+  std::error_code ec;
+  const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+  if (!folder.empty() && !std::filesystem::is_directory(folder, ec))
+    throw Error(fmt::format("calibrate: {} {}: folder {} does not exist; create it first", option, path, folder.string()));
+  if (std::filesystem::is_directory(path, ec)) throw Error(fmt::format("calibrate: {} {}: is a directory; give a file name", option, path));
+}
+
 void run(const CalibrateArgs& a) {
   sim::replay::CalibrationOptions options = a.options;
   options.replay.pin_threads = !a.no_pin;
+  check_writable_folder(a.out, "--out");
+  if (!a.measurements.empty()) check_writable_folder(a.measurements, "--measurements");
+  const int64_t threads = int64_t{options.devices} * std::max(1, options.replay.threads_per_device);
+  const unsigned cores = std::thread::hardware_concurrency();
+  if (a.backend == "cpu" && cores > 0 && threads > cores)
+    fmt::print(stderr, "placelab: warning: {} devices x {} threads need {} cores but this machine has {}: the devices "
+               "share cores, so the measured rates are not those of separate devices\n",
+               options.devices, std::max(1, options.replay.threads_per_device), threads, cores);
   fmt::print(stderr, "placelab: calibrating the {} backend with {} devices{}...\n", a.backend, options.devices,
              options.quick ? " (quick)" : "");
   const sim::replay::Calibration cal = sim::replay::calibrate(a.backend, options);

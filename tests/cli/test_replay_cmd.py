@@ -43,6 +43,8 @@ def test_replay_errors_name_the_fix(tmp_path):
     plan.write_text(json.dumps({"format": "placelab.replay", "version": 1, "devices": [], "ops": [], "extra": 1}))
     bad = placelab("replay", "--plan", str(plan), check=False)
     assert bad.returncode == 1 and 'unknown field "extra"' in bad.stderr
+    bad = placelab("replay", "--plan", str(plan), "--cluster", "cpu-2", check=False)  # a plan holds its cluster
+    assert bad.returncode == 1 and "give either --plan F or" in bad.stderr
     # Without a GPU (or without the CUDA build) the cuda backend says why instead of crashing.
     cuda = placelab("replay", "--graph", g, "--cluster", "cpu-2", "--placement", p, "--backend", "cuda",
                     "--repeats", "1", check=False)
@@ -61,3 +63,11 @@ def test_calibrate_writes_a_cluster_every_verb_takes(tmp_path):
     g, p = write_inputs(tmp_path)
     sim = json.loads(placelab("simulate", "--graph", g, "--cluster", str(out), "--placement", p, "--json").stdout)
     assert sim["num_transfers"] == 1 and sim["step_time_s"] > 0
+
+
+def test_calibrate_checks_its_outputs_before_measuring(tmp_path):
+    bad = placelab("calibrate", "--backend", "cpu", "--out", str(tmp_path / "missing" / "c.json"), check=False)
+    assert bad.returncode == 1 and "does not exist; create it first" in bad.stderr
+    assert "calibrating" not in bad.stderr  # refused before any measurement
+    bad = placelab("calibrate", "--backend", "cpu", "--out", str(tmp_path), check=False)
+    assert bad.returncode == 1 and "is a directory" in bad.stderr
