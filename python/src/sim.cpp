@@ -1,9 +1,11 @@
 // Bindings of sim/: clusters (presets, files, dicts), the Simulator (one run, batches with the GIL
 // released, max-load, micro-batch streams, traces) and random placements. Results are dicts whose
 // per-device and per-link values are numpy arrays.
+#include <algorithm>
 #include <climits>
 #include <fstream>
 #include <random>
+#include <span>
 
 #include <fmt/format.h>
 #include <pybind11/stl.h>
@@ -312,10 +314,18 @@ void init_sim(py::module_& m) {
             throw Error(fmt::format("placements row {}: {}", i, e.what()));
           }
         }
-        std::vector<SimResult> results;
-        {
-          py::gil_scoped_release release;  // oneTBB threads; nothing below touches Python
-          s.simulate_batch(rows, results);
+        // In chunks of about 4M op-simulations, checking for Ctrl-C between them (a notebook interrupt).
+        const size_t chunk = std::clamp<size_t>((size_t{1} << 22) / std::max(1, s.num_ops()), 32, 65536);
+        std::vector<SimResult> results, part;
+        results.reserve(rows.size());
+        for (size_t begin = 0; begin < rows.size(); begin += chunk) {
+          const size_t count = std::min(chunk, rows.size() - begin);
+          {
+            py::gil_scoped_release release;  // oneTBB threads; nothing below touches Python
+            s.simulate_batch(std::span(rows).subspan(begin, count), part);
+          }
+          if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+          results.insert(results.end(), part.begin(), part.end());
         }
         return batch_dict(results, s.cluster());
       }, py::arg("placements"),

@@ -286,3 +286,17 @@ def test_profile_cost_model(graph, cluster):
     assert (sim.op_times()[same_type, 0] == 0.125).all()
     default = placelab.Simulator(graph, cluster)
     assert np.array_equal(sim.op_times()[~same_type], default.op_times()[~same_type])
+
+
+def test_an_interrupt_stops_a_long_batch():
+    import _thread
+    import threading
+
+    g = placelab.make_model("gnmt", {"layers": 2})  # 8k ops: 2000 placements take seconds
+    sim = placelab.Simulator(g, placelab.make_preset("v100-nvlink-4"))
+    placements = sim.random_placements(2000, seed=0)
+    timer = threading.Timer(0.05, _thread.interrupt_main)  # what Ctrl-C or a Jupyter interrupt does
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):  # raised between chunks, before the whole batch is done
+        sim.simulate_batch(placements)
+    timer.join()
