@@ -1,7 +1,9 @@
 // The optimal pipelined DP (policy `dp`) on every msr-dnn-partitioning instance, next to the reference
 // implementation's time and values from the data README; writes a markdown table (default
-// bench/results/dp.md). Usage: bm_dp [output.md] [--skip-slow]. Build in Release.
+// bench/results/dp.md; with --skip-slow, which leaves rows out, dp_skip_slow.md in the current folder so
+// that it never replaces the full table). Usage: bm_dp [output.md] [--skip-slow]. Build in Release.
 #include <chrono>
+#include <ctime>
 #include <cstdlib>
 #include <cstdio>
 #include <filesystem>
@@ -95,15 +97,26 @@ std::string milp_section(bool skip) {
          "| --- | --- | --- | --- | --- | --- | --- | --- |\n" + rows;
 }
 
+// "2026-11-22 00:10" for the results header.
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M", std::gmtime(&now));
+  return text;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string out = "bench/results/dp.md";
+  std::string out;
   bool skip_slow = false;
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--skip-slow") skip_slow = true;
     else out = argv[i];
   }
+  if (out.empty()) out = skip_slow ? "dp_skip_slow.md" : "bench/results/dp.md";
+  std::string command = "bm_dp";
+  for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
   try {
     std::string rows;
     for (const Reference& ref : kReadme) {
@@ -144,7 +157,8 @@ int main(int argc, char** argv) {
     }
     std::string md = fmt::format(
         "# The optimal pipelined DP on the msr-dnn-partitioning inputs\n\n"
-        "Written by `bench/bm_dp.cpp` (Release build, {} hardware threads, oneTBB). Values are max-load in ms,\n"
+        "Written by `bench/bm_dp.cpp` (Release build, {} hardware threads, oneTBB) on {} UTC with\n"
+        "`{}`. Values are max-load in ms,\n"
         "evaluated by `sim::max_load` on the returned split; in brackets, the difference to the data README's\n"
         "reference value ((=): within 1e-4 relative). \"groups\": forward groups after contracting colour\n"
         "classes; \"ideals\": ideals of the group DAG. The reference DP time is the README's (g++ -O2, 2 cores).\n\n"
@@ -156,7 +170,7 @@ int main(int argc, char** argv) {
         "PipeDream differs from the README on bert24_inference and gnmt_inference (the reference drops the\n"
         "edges out of hand-picked node ids of those models before its biconnected-component step) and on\n"
         "bert_l-3_inference (its linear order comes from unordered_map iteration); see docs/placers.md.\n",
-        std::thread::hardware_concurrency(), rows, load_average());
+        std::thread::hardware_concurrency(), utc_now(), command, rows, load_average());
     md += milp_section(skip_slow);
     std::ofstream(out) << md;
     std::fprintf(stderr, "wrote %s\n", out.c_str());

@@ -4,8 +4,9 @@
 Calibrates the CPU backend (`placelab calibrate`), then for several scaled-down zoo graphs and many
 placements (random, heuristic placers, contiguous splits, perturbed heuristics, communication-heavy
 ones) compares the simulator's predicted step time (roofline on the calibrated cluster) with the
-measured median step time of `placelab replay`. Writes fidelity.md, fidelity.json and a scatter plot
-(fidelity.png) into --out-dir.
+measured median step time of `placelab replay`. Writes fidelity_table.md, fidelity.json and a scatter
+plot (fidelity.png) into --out-dir (bench/results by default, a temporary folder with --quick);
+bench/results/fidelity.md is the hand-written reading of those.
 
     /usr/bin/python3 bench/fidelity.py --bin build/release/cli/placelab          # full run, minutes
     /usr/bin/python3 bench/fidelity.py --quick --bin build/dev/cli/placelab --out-dir /tmp/f   # seconds
@@ -223,7 +224,8 @@ def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bin", default=os.environ.get("PLACELAB_BIN", "build/release/cli/placelab"))
-    ap.add_argument("--out-dir", default=os.path.join(here, "results"))
+    ap.add_argument("--out-dir", help="default bench/results; with --quick a fresh temporary folder, so that a "
+                    "smoke run never replaces the recorded results")
     ap.add_argument("--placements", type=int, default=50)
     ap.add_argument("--repeats", type=int, default=9)
     ap.add_argument("--warmup", type=int, default=2)
@@ -233,6 +235,9 @@ def main():
     ap.add_argument("--quick", action="store_true", help="one tiny graph, 4 placements, quick calibration")
     ap.add_argument("--replot", help="only redraw the scatter plot of this fidelity.json into --out-dir")
     args = ap.parse_args()
+    if args.out_dir is None:
+        args.out_dir = tempfile.mkdtemp(prefix="fidelity_quick_") if args.quick else os.path.join(here, "results")
+        print(f"fidelity: writing to {args.out_dir}", file=sys.stderr)
     if args.replot:
         with open(args.replot) as f:
             rows = json.load(f)["rows"]

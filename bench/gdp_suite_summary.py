@@ -77,9 +77,15 @@ def summary(folder: str) -> str:
                 ratios.append(a[0] / b[0])
         lines.append(f"| {placer} against {reference} | {len(ratios)} | {describe(geomean(ratios))} | {paper} |")
     steps = [(parse_best_step(r.get("HDP", "")), parse_best_step(r.get("GDP-one", ""))) for r in searches]
-    steps = [(max(1, h), max(1, g)) for h, g in steps if h is not None and g is not None]
-    lines += ["", f"Training steps to the best placement, HDP over GDP-one (geometric mean over {len(steps)} "
-              f"configurations; paper: 15x): {geomean([h / g for h, g in steps]):.2f}x."]
+    steps = [(h, g) for h, g in steps if h is not None and g is not None]
+    # A best at step 0 is the warm start's placement, never improved: no convergence to compare (clamping
+    # it to one step turned each such configuration into "HDP's steps times faster").
+    improved = [(h, g) for h, g in steps if h > 0 and g > 0]
+    lines += ["", f"Training steps to the best placement, HDP over GDP-one (geometric mean over the {len(improved)} "
+              f"configurations where both improved on their first step; paper: 15x): "
+              f"{geomean([h / g for h, g in improved]):.2f}x. In {sum(g == 0 for _, g in steps)} of {len(steps)} "
+              "configurations GDP-one's best is its first step's placement (the heuristic it imitates), and in "
+              f"{sum(h == 0 for h, _ in steps)} HDP's is."]
     return "\n".join(lines) + "\n"
 
 

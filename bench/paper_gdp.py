@@ -56,9 +56,8 @@ def main(argv=None) -> str:
     columns = [c for c, _, _ in spec]
     times, search, per_model = [], [], {}
     placeto_left_out = False
-    wanted = None if args.models is None else set(args.models.split(","))
-    models = QUICK if args.quick else [m for m in SUITE if wanted is None or m.split(":")[0] in wanted
-                                       or m.replace(",training=1", "") in wanted]
+    models = QUICK if args.quick else paperlib.select_models(
+        args.models, SUITE, lambda m: {m.split(":")[0], m.replace(",training=1", "")})
     for model in models:
         g = paperlib.graph(model)
         for gpus in (2,) if args.quick else [int(x) for x in args.gpus.split(",")]:

@@ -17,7 +17,7 @@ CLUSTER = "cpu-gpu-1"
 def main(argv=None) -> str:
     args = paperlib.parse_args(__doc__.splitlines()[0], argv)
     report = paperlib.Report("hsdag", f"HSDAG: CPU + GPU inference on {CLUSTER}", args)
-    steps = 2 if args.quick else 200
+    steps = paperlib.training_steps(args, 200)
     cluster = placelab.make_preset(CLUSTER)
     kinds = cluster.device_kinds
     cpu, gpu = kinds.index("cpu"), next(d for d, k in enumerate(kinds) if k != "cpu")

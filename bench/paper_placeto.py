@@ -32,8 +32,7 @@ def main(argv=None) -> str:
     args = paperlib.parse_args(__doc__.splitlines()[0], argv, extra)
     report = paperlib.Report(args.name, "Placeto: step time and training steps on the placeto preset", args)
     steps = paperlib.training_steps(args, 300)
-    wanted = None if args.models is None else set(args.models.split(","))
-    models = QUICK_MODELS if args.quick else [m for m in MODELS if wanted is None or m.split(":")[0] in wanted]
+    models = QUICK_MODELS if args.quick else paperlib.select_models(args.models, MODELS)
     spec = [("expert", "human_expert", {}), ("Scotch", "scotch", {}), ("HDP", "hdp", {"steps": steps, "curve": True}),
             ("Placeto", "placeto", {"steps": steps, "curve": True})]
     columns = [c for c, _, _ in spec]

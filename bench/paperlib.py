@@ -38,6 +38,18 @@ def training_steps(args: argparse.Namespace, full: int) -> int:
     return 2 if args.quick else (args.steps if args.steps is not None else full)
 
 
+def select_models(text: str | None, models: list, names=lambda m: {m.split(":")[0]}) -> list:
+    """The models named in the comma-separated --models `text` (all when None); names(model) is the set of
+    names a model answers to. An unknown name is an error: a typo must not write an empty table."""
+    if text is None:
+        return list(models)
+    wanted = set(text.split(","))
+    known = set().union(*(names(m) for m in models))
+    if wanted - known:
+        raise SystemExit(f"--models: unknown {', '.join(sorted(wanted - known))} (known: {', '.join(sorted(known))})")
+    return [m for m in models if names(m) & wanted]
+
+
 def place(simulator, placer: str, options: dict | None = None, seed: int = 1) -> dict:
     """Runs one placer and simulates its placement: step time, max-load, OOM, placement wall time and info."""
     start = time.perf_counter()

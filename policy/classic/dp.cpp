@@ -99,7 +99,7 @@ Ideals enumerate_ideals(const ThroughputModel& m, int64_t max_ideals, const char
           if (static_cast<int64_t>(hash.size()) >= max_ideals)
             throw Error(fmt::format(
                 "{}: graph \"{}\" has more than {} ideals ({} forward groups); coarsen it first (graphs/coarsen.h: "
-                "fuse_chains, group_by_size; `placelab graph --coarsen`) or raise the option max_ideals",
+                "fuse_chains, group_by_size; in Python placelab.fuse_chains, group_by_size) or raise the option max_ideals",
                 placer, m.graph().name(), max_ideals, n));
           id.bits.insert(id.bits.end(), next.begin(), next.end());
           hash.push_back(h);
