@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Runs every paper-reproduction script (bench/paper_*.py): `--quick` in seconds (what the tests run), or the
-full tables into bench/results/. `--only gdp,placeto` picks scripts."""
+full tables into bench/results/ with each script's own default budgets (the recorded tables state the
+exact commands they were made with, which docs/reproducing.md lists). `--only gdp,placeto` picks scripts."""
 
 from __future__ import annotations
 
