@@ -23,7 +23,7 @@ def main(argv=None) -> str:
     cpu, gpu = kinds.index("cpu"), next(d for d, k in enumerate(kinds) if k != "cpu")
     spec = [("Placeto", "placeto", {"steps": steps}), ("HDP (RNN-based)", "hdp", {"steps": steps}),
             ("HSDAG", "hsdag", {"steps": steps})]
-    rows, gains = [], []
+    rows, gains, over_gpu = [], [], []
     for model in QUICK_MODELS if args.quick else MODELS:
         g = paperlib.graph(model)
         sim = placelab.Simulator(g, cluster)
@@ -36,6 +36,7 @@ def main(argv=None) -> str:
             row[column] = f"{fmt_s(r['step_time_s'])} ({fmt_pct(-reduction)})"
             if column == "HSDAG":
                 gains.append(reduction)
+                over_gpu.append(100 * (1 - r["step_time_s"] / gpu_only))
         rows.append(row)
     report.intro = [f"Inference latency (one forward pass, batch as the zoo default) on `{CLUSTER}`: one CPU socket "
                     "and one GPU over PCIe. In brackets, the change against CPU-only. Learned placers train on "
@@ -43,6 +44,8 @@ def main(argv=None) -> str:
     report.table("Latency", ["model", "CPU-only", "GPU-only"] + [c for c, _, _ in spec], rows)
     report.claim("HSDAG latency reduction over CPU-only", "up to 58.2%",
                  "-" if not gains else f"up to {max(gains):.1f}%")
+    report.claim("HSDAG latency reduction over GPU-only (the stronger anchor, same run)", "no figure",
+                 "-" if not over_gpu else f"up to {max(over_gpu):.1f}%")
     report.notes = ["A GPU that runs every op faster than the CPU makes GPU-only hard to beat: the learned placers "
                     "must find it, and their gain over CPU-only is then bounded by GPU-only's."]
     return report.write()
