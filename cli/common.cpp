@@ -60,10 +60,7 @@ graphs::Graph load_graph(const std::string& spec) {
   return training ? graphs::expand_training(g) : g;
 }
 
-// Names come from file paths, which need not be UTF-8: such bytes print as U+FFFD instead of throwing.
-void print_json(const nlohmann::json& doc) {
-  fmt::print("{}\n", doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-}
+void print_json(const nlohmann::json& doc) { fmt::print("{}\n", io::dump_json(doc)); }
 
 std::vector<int32_t> read_placement_for(const std::string& path, const sim::Simulator& simulator, std::string_view verb) {
   sim::Placement p = sim::read_placement(path);

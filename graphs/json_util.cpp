@@ -67,6 +67,8 @@ json parse_json(std::string_view text, const std::string& origin) {
   }
 }
 
+std::string dump_json(const json& doc, int indent) { return doc.dump(indent, ' ', false, json::error_handler_t::replace); }
+
 bool names_a_file(const std::string& spec) {
   std::error_code ec;  // a path the system cannot even look at (a link loop, too long) is still a path
   return std::filesystem::exists(spec, ec) || ec || spec.ends_with(".json") || spec.find('/') != std::string::npos;
@@ -74,9 +76,7 @@ bool names_a_file(const std::string& spec) {
 
 void write_json_atomic(const std::string& path, const json& doc, int indent) {
   namespace fs = std::filesystem;
-  // Serialise first, so nothing is left behind if it throws. Names may come from file paths, which
-  // need not be UTF-8: such bytes are written as U+FFFD instead of throwing.
-  const std::string text = doc.dump(indent, ' ', false, json::error_handler_t::replace) + '\n';
+  const std::string text = dump_json(doc, indent) + '\n';  // first: nothing is left behind if it throws
   auto write = [&](const std::string& file) {
     std::ofstream out(file, std::ios::binary | std::ios::trunc);
     if (!out) throw Error(fmt::format("{}: cannot be written (does its folder exist?)", path));

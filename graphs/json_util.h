@@ -22,6 +22,12 @@ json read_json_file(const std::string& path);
 json parse_json(std::string_view text, const std::string& origin);
 
 /**
+ * `doc` as text, the way every placelab output writes JSON: names may come from file paths, which need
+ * not be UTF-8, so such bytes become U+FFFD instead of throwing. indent -1: one line.
+ */
+std::string dump_json(const json& doc, int indent = -1);
+
+/**
  * Whether a graph or cluster argument names a file rather than a zoo model or preset: it exists, ends
  * in ".json" or has a "/" (so that a missing ./x.graph is reported as a missing file).
  */

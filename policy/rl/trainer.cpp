@@ -46,9 +46,6 @@ double reference_cost_s(const std::string& name, const sim::Simulator& simulator
   return best;
 }
 
-// Task names come from file paths, which need not be UTF-8: such bytes are written as U+FFFD.
-std::string dump(const nlohmann::json& doc) { return doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
-
 // Infinity (no fitting placement yet) is null in JSON.
 nlohmann::json cost_json(double cost_s) { return std::isfinite(cost_s) ? nlohmann::json(cost_s) : nlohmann::json(); }
 double cost_from_json(const io::JsonNode& node) { return node.value().is_null() ? kInf : node.as_number(); }
@@ -78,8 +75,8 @@ nlohmann::json task_fingerprint(const Task& task) {
   };
   return {{"ops", task.graph->num_ops()},
           {"devices", task.cluster->num_devices()},
-          {"graph_hash", fnv1a(dump(graphs::graph_to_json(*task.graph)))},
-          {"cluster_hash", fnv1a(dump(sim::cluster_to_json(*task.cluster)))},
+          {"graph_hash", fnv1a(io::dump_json(graphs::graph_to_json(*task.graph)))},
+          {"cluster_hash", fnv1a(io::dump_json(sim::cluster_to_json(*task.cluster)))},
           {"cost_model", task.simulator->cost_model()->name()}};
 }
 
@@ -445,7 +442,7 @@ TrainSummary train(Learner& learner, const std::vector<Task>& tasks, const Train
     const LogEntry entry{step, tasks[t].name, stats.reward_mean, stats.cost_mean_s, state.best_cost_s[t],
                          state.wall_s, stats.loss, stats.entropy, state.simulations};
     if (logging) {
-      log << dump(to_json(entry)) << '\n';
+      log << io::dump_json(to_json(entry)) << '\n';
       log.flush();
       if (!log) throw Error(fmt::format("{}: write failed (disk full?)", log_path));
     }
