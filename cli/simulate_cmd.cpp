@@ -1,4 +1,5 @@
-// placelab simulate --graph G --cluster C (--placement P | --random N [--seed S]) [--trace F] [--json]
+// placelab simulate --graph G --cluster C (--placement P [--max-load | --micro-batches N] | --random N [--seed S])
+//                   [--trace F] [--json]
 #include <algorithm>
 #include <chrono>
 #include <memory>
@@ -9,6 +10,7 @@
 #include "cli/common.h"
 #include "graphs/error.h"
 #include "sim/engine.h"
+#include "sim/pipeline.h"
 #include "sim/placement.h"
 #include "sim/presets.h"
 #include "sim/trace.h"
@@ -19,9 +21,9 @@ namespace {
 
 struct SimulateArgs {
   std::string graph, cluster, placement, trace, profile, priority = "ready_time";
-  int64_t random = 0;
+  int64_t random = 0, micro_batches = 0;
   uint64_t seed = 1;
-  bool json = false, edge_comm = false, no_measured = false, share_bandwidth = false;
+  bool json = false, edge_comm = false, no_measured = false, share_bandwidth = false, max_load = false;
 };
 
 double median(std::vector<double> v) {
@@ -48,10 +50,34 @@ void print_result(const sim::SimResult& r, const sim::Cluster& c) {
   }
 }
 
-void run(const SimulateArgs& a) {
+void print_max_load(const sim::MaxLoadResult& r, const sim::Cluster& c) {
+  fmt::print("max load       {:>12}  per sample in steady state, on {}\n", human(r.max_load_s, "s"),
+             c.device(r.bottleneck_device).name);
+  fmt::print("contiguous     {:>12}\n", r.contiguous ? "yes" : "no");
+  fmt::print("  {:<10} {:<12} {:>12} {:>12} {:>12} {:>12} {:>12}  {}\n", "device", "kind", "load", "compute", "comm",
+             "memory", "capacity", "");
+  for (int32_t d = 0; d < c.num_devices(); ++d)
+    fmt::print("  {:<10} {:<12} {:>12} {:>12} {:>12} {:>12} {:>12}  {}\n", c.device(d).name, c.device(d).kind,
+               human(r.load_s[d], "s"), human(r.compute_s[d], "s"), human(r.comm_s[d], "s"),
+               human(r.memory_bytes[d], "B"), human(c.device(d).memory_bytes, "B"),
+               r.excess_bytes[d] > 0 ? "OUT OF MEMORY by " + human(r.excess_bytes[d], "B") : "");
+}
+
+void check_modes(const SimulateArgs& a) {
   if (a.placement.empty() == (a.random == 0))
     throw Error("simulate: give exactly one of --placement P or --random N (random placements, with --seed S)");
   if (a.random < 0) throw Error(fmt::format("simulate: --random is {}, must be > 0", a.random));
+  const bool pipelined = a.max_load || a.micro_batches > 0;
+  if (pipelined && a.placement.empty())
+    throw Error("simulate: --max-load and --micro-batches evaluate one placement: give --placement P, not --random");
+  if (a.max_load && a.micro_batches > 0)
+    throw Error("simulate: give one of --max-load (the analytic model) or --micro-batches N (a simulated stream)");
+  if (pipelined && !a.trace.empty())
+    throw Error("simulate: --trace records one step; leave out --max-load and --micro-batches to trace it");
+}
+
+void run(const SimulateArgs& a) {
+  check_modes(a);
   graphs::Graph g = load_graph(a.graph);
   sim::Cluster c = sim::load_cluster(a.cluster);
   std::shared_ptr<const sim::CostModel> cost = sim::default_cost_model();
@@ -68,6 +94,30 @@ void run(const SimulateArgs& a) {
 
   if (!a.placement.empty()) {
     const std::vector<int32_t> device_of = read_placement_for(a.placement, simulator, "simulating");
+    if (a.max_load) {
+      const sim::MaxLoadResult r = sim::max_load(simulator, device_of);
+      if (!a.json) return print_max_load(r, c);
+      nlohmann::json doc = sim::max_load_to_json(r, c);
+      doc["graph"] = g.name();
+      doc["cluster"] = c.name();
+      return print_json(doc);
+    }
+    if (a.micro_batches > 0) {
+      const auto batches = static_cast<int32_t>(a.micro_batches);
+      if (int64_t{g.num_ops()} * batches > 50'000'000)
+        throw Error(fmt::format("simulate: {} micro-batches of {} ops is over 50M ops; give fewer", batches, g.num_ops()));
+      const sim::StreamResult r = sim::simulate_stream(simulator, device_of, batches);
+      if (a.json) {
+        nlohmann::json doc = {{"graph", g.name()},         {"cluster", c.name()},
+                              {"micro_batches", batches},  {"makespan_s", r.makespan_s},
+                              {"single_s", r.single_s},    {"time_per_batch_s", r.time_per_batch_s},
+                              {"last", sim::result_to_json(r.last, c)}};
+        return print_json(doc);
+      }
+      fmt::print("{} micro-batches in {}; one alone {}; steady state {} per micro-batch\n", batches,
+                 human(r.makespan_s, "s"), human(r.single_s, "s"), human(r.time_per_batch_s, "s"));
+      return print_result(r.last, c);
+    }
     sim::TraceRecorder trace(simulator);
     sim::SimResult r = simulator.simulate(device_of, a.trace.empty() ? nullptr : &trace);
     if (!a.trace.empty()) trace.write_chrome(a.trace);
@@ -129,6 +179,11 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--graph", args->graph, "Graph file or zoo name (NAME[:key=value,...])")->required();
   cmd->add_option("--cluster", args->cluster, "Cluster file or preset name (placelab cluster --list)")->required();
   cmd->add_option("--placement", args->placement, "A placelab.placement file");
+  cmd->add_flag("--max-load", args->max_load,
+                "Pipelined: Tarnawski et al.'s max-load (time per sample in steady state) of the placement");
+  cmd->add_option("--micro-batches", args->micro_batches,
+                  "Pipelined: simulate a stream of N micro-batches of the placement and report the period")
+      ->check(CLI::Range(int64_t{1}, int64_t{1'000'000}));
   cmd->add_option("--random", args->random, "Simulate N uniformly random placements instead");
   add_seed(cmd, args->seed, "Seed of the random placements (default 1)");
   cmd->add_option("--trace", args->trace, "Write a Chrome trace-event JSON (Perfetto) of the (first) placement");

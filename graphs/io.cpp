@@ -8,6 +8,7 @@
 
 #include "graphs/error.h"
 #include "graphs/json_util.h"
+#include "graphs/msr.h"
 
 namespace placelab::graphs {
 
@@ -98,7 +99,12 @@ Graph graph_from_json(const json& doc, const std::string& origin) {
   }
 }
 
-Graph read_graph(const std::string& path) { return graph_from_json(io::read_json_file(path), path); }
+Graph read_graph(const std::string& path) {
+  const json doc = io::read_json_file(path);
+  if (is_msr_instance(doc)) return msr_from_json(doc, path).graph;
+  if (doc.is_object() && !doc.contains("format")) fail_unknown_format(path, kFormat);
+  return graph_from_json(doc, path);
+}
 
 json graph_to_json(const Graph& g) {
   json ops = json::array();

@@ -9,7 +9,11 @@
 
 namespace placelab::graphs {
 
-/** Reads a placelab.graph file; throws placelab::Error naming the file and JSON path at fault. */
+/**
+ * Reads a placelab.graph file, or imports the graph of an msr-dnn-partitioning instance file
+ * (graphs::read_msr; the other peer format, torch.fx, is Python's). Throws placelab::Error naming the
+ * file and JSON path at fault.
+ */
 Graph read_graph(const std::string& path);
 
 /** Builds a Graph from a parsed placelab.graph document; `origin` names it in errors. */

@@ -72,6 +72,16 @@ OpId MsrInstance::op_of_msr_id(int64_t id) const {
   return -1;
 }
 
+bool is_msr_instance(const json& doc) {
+  return doc.is_object() && !doc.contains("format") && doc.contains("nodes");
+}
+
+void fail_unknown_format(const std::string& origin, std::string_view placelab_format) {
+  throw Error(fmt::format("{}: missing \"format\": neither a {} file (\"format\": \"{}\") nor an msr-dnn-partitioning "
+                          "instance (\"nodes\", \"edges\", \"maxFPGAs\", ...)",
+                          origin, placelab_format, placelab_format));
+}
+
 MsrInstance msr_from_json(const json& doc, const std::string& origin) {
   io::JsonNode root(doc, origin);
   root.check_fields({"maxSizePerFPGA", "maxFPGAs", "maxCPUs", "nodes", "edges"});

@@ -32,6 +32,15 @@ struct MsrInstance {
   OpId op_of_msr_id(int64_t id) const;
 };
 
+/**
+ * Whether `doc` is an msr instance rather than a placelab document: an object with no "format" and
+ * with the instance's "nodes" (read_graph and sim::read_cluster accept such files).
+ */
+bool is_msr_instance(const nlohmann::json& doc);
+
+/** Throws the error for a document with no "format" that is no msr instance either, naming both formats. */
+[[noreturn]] void fail_unknown_format(const std::string& origin, std::string_view placelab_format);
+
 /** Reads an msr instance file; throws placelab::Error naming the file, JSON path and msr id at fault. */
 MsrInstance read_msr(const std::string& path);
 

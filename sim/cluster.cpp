@@ -12,6 +12,8 @@
 
 #include "graphs/error.h"
 #include "graphs/json_util.h"
+#include "graphs/msr.h"
+#include "sim/presets.h"
 
 namespace placelab::sim {
 
@@ -305,7 +307,12 @@ Cluster cluster_from_json(const nlohmann::json& doc, const std::string& origin) 
   }
 }
 
-Cluster read_cluster(const std::string& path) { return cluster_from_json(io::read_json_file(path), path); }
+Cluster read_cluster(const std::string& path) {
+  const nlohmann::json doc = io::read_json_file(path);
+  if (graphs::is_msr_instance(doc)) return msr_cluster(graphs::msr_from_json(doc, path));
+  if (doc.is_object() && !doc.contains("format")) graphs::fail_unknown_format(path, "placelab.cluster");
+  return cluster_from_json(doc, path);
+}
 
 nlohmann::json cluster_to_json(const Cluster& cluster) {
   const ClusterSpec& s = cluster.spec();

@@ -114,7 +114,11 @@ class Cluster {
   std::vector<int32_t> route_channels_;
 };
 
-/** Reads a placelab.cluster file; throws placelab::Error naming the file and JSON path at fault. */
+/**
+ * Reads a placelab.cluster file, or the machine an msr-dnn-partitioning instance file allows
+ * (msr_cluster of it, so one such file serves as both graph and cluster). Throws placelab::Error naming
+ * the file and JSON path at fault.
+ */
 Cluster read_cluster(const std::string& path);
 
 /** Builds a cluster from a parsed placelab.cluster document; `origin` names it in errors. */

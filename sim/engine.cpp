@@ -5,6 +5,7 @@
 #include "sim/engine.h"
 
 #include <algorithm>
+#include <numeric>
 #include <array>
 #include <atomic>
 #include <bit>
@@ -438,6 +439,23 @@ Simulator::Simulator(const graphs::Graph& graph, const Cluster& cluster, std::sh
     if (pin.empty()) continue;
     auto it = std::find(kinds_.begin(), kinds_.end(), pin);
     op_pin_[op] = it == kinds_.end() ? -2 : static_cast<int32_t>(it - kinds_.begin());
+  }
+}
+
+void Simulator::rank_by_batch(int32_t ops_per_batch) {
+  // Dense positions of one micro-batch's ops by decreasing upward rank (equal ranks share one).
+  std::vector<int32_t> order(ops_per_batch), pos(ops_per_batch);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return rank_[a] > rank_[b]; });
+  for (int32_t i = 0, p = -1; i < ops_per_batch; ++i) {
+    if (i == 0 || rank_[order[i]] != rank_[order[i - 1]]) ++p;
+    pos[order[i]] = p;
+  }
+  const int64_t batches = n_ / ops_per_batch;
+  for (int32_t op = 0; op < n_; ++op) {  // below 2^53: exact
+    const int64_t k = op / ops_per_batch;
+    rank_[op] = static_cast<double>((batches - 1 - k) * ops_per_batch + (ops_per_batch - 1 - pos[op % ops_per_batch]));
+    info_[op].neg_rank = -rank_[op];
   }
 }
 

@@ -76,6 +76,7 @@ struct SimScratch;
 struct SimCheckpoints;
 struct SimUndo;
 struct ScratchPool;
+struct StreamResult;  // sim/pipeline.h
 struct SimScratchDeleter {
   void operator()(SimScratch* s) const;
 };
@@ -125,6 +126,13 @@ class Simulator {
 
  private:
   friend class IncrementalSimulator;
+  friend StreamResult simulate_stream(const Simulator&, std::span<const int32_t>, int32_t);
+  /**
+   * For simulate_stream: ops [k * ops_per_batch, (k + 1) * ops_per_batch) are micro-batch k. Ranks
+   * become exact integers ordering ops by micro-batch, then by upward rank within one, so that under
+   * Priority::rank a device starts the earliest micro-batch's ready op (a pipeline's order).
+   */
+  void rank_by_batch(int32_t ops_per_batch);
   /** One run; with `checkpoints`, saves the state every so many events; `fresh` = false resumes `s`. */
   void run(std::span<const int32_t> device_of, SimScratch& s, SimResult& out, SimObserver* observer,
            SimCheckpoints* checkpoints = nullptr, bool fresh = true) const;

@@ -61,6 +61,24 @@ MaxLoadResult max_load(const Simulator& simulator, std::span<const int32_t> devi
   return r;
 }
 
+nlohmann::json max_load_to_json(const MaxLoadResult& r, const Cluster& c) {
+  nlohmann::json devices = nlohmann::json::array();
+  for (int32_t d = 0; d < c.num_devices(); ++d)
+    devices.push_back({{"name", c.device(d).name},
+                       {"kind", c.device(d).kind},
+                       {"load_s", r.load_s[d]},
+                       {"compute_s", r.compute_s[d]},
+                       {"comm_s", r.comm_s[d]},
+                       {"memory_bytes", r.memory_bytes[d]},
+                       {"capacity_bytes", c.device(d).memory_bytes},
+                       {"excess_bytes", r.excess_bytes[d]}});
+  return {{"max_load_s", r.max_load_s},
+          {"bottleneck_device", c.device(r.bottleneck_device).name},
+          {"fits", r.fits},
+          {"contiguous", r.contiguous},
+          {"devices", devices}};
+}
+
 bool is_contiguous(const graphs::Graph& g, std::span<const int32_t> device_of, int32_t num_devices) {
   // For device d, left[v]: some path from an op of d reaches v after leaving d's set. A violation is
   // an op of d with such a predecessor.
@@ -81,20 +99,18 @@ bool is_contiguous(const graphs::Graph& g, std::span<const int32_t> device_of, i
   return true;
 }
 
-StreamResult simulate_stream(const Simulator& simulator, std::span<const int32_t> device_of, int32_t micro_batches) {
-  if (micro_batches < 1) throw Error(fmt::format("stream: {} micro-batches, need at least 1", micro_batches));
-  simulator.check_placement(device_of);
-  const graphs::Graph& g = simulator.graph();
+namespace {
+
+// `batches` copies of the graph; parameters are resident once (copy 0), as the micro-batches share them.
+graphs::Graph stream_graph(const graphs::Graph& g, int32_t batches) {
   const int32_t n = g.num_ops();
-  graphs::GraphBuilder b(fmt::format("{}x{}", g.name(), micro_batches));
-  std::vector<int32_t> place;
-  place.reserve(static_cast<size_t>(n) * micro_batches);
-  for (int32_t k = 0; k < micro_batches; ++k) {
+  graphs::GraphBuilder b(fmt::format("{}x{}", g.name(), batches));
+  for (int32_t k = 0; k < batches; ++k) {
     for (graphs::OpId op = 0; op < n; ++op) {
       graphs::OpSpec spec = g.op_spec(op);
       spec.name = fmt::format("{}#{}", spec.name, k);
+      if (k > 0) spec.param_bytes = 0;
       b.add_op(std::move(spec));
-      place.push_back(device_of[op]);
     }
     for (graphs::EdgeId e = 0; e < g.num_edges(); ++e) {
       graphs::EdgeSpec edge = g.edge_spec(e);
@@ -103,14 +119,34 @@ StreamResult simulate_stream(const Simulator& simulator, std::span<const int32_t
       b.add_edge(edge);
     }
   }
-  graphs::Graph stream = std::move(b).build();
-  // Same cluster, same options; op times come from the same cost model through the stream's op specs.
-  Simulator sim(stream, simulator.cluster(), simulator.cost_model(), simulator.options());
+  return std::move(b).build();
+}
+
+}  // namespace
+
+StreamResult simulate_stream(const Simulator& simulator, std::span<const int32_t> device_of, int32_t micro_batches) {
+  if (micro_batches < 1) throw Error(fmt::format("stream: {} micro-batches, need at least 1", micro_batches));
+  simulator.check_placement(device_of);
+  if (int64_t{simulator.num_ops()} * micro_batches > INT32_MAX / 2)
+    throw Error(fmt::format("stream: {} micro-batches of {} ops are too many ops for one run; give fewer",
+                            micro_batches, simulator.num_ops()));
+  // Same cluster, cost model and options, micro-batches in order on every device.
+  auto run_stream = [&](std::span<const int32_t> device_of, int32_t batches) {
+    const graphs::Graph stream = stream_graph(simulator.graph(), batches);
+    std::vector<int32_t> place;
+    place.reserve(static_cast<size_t>(stream.num_ops()));
+    for (int32_t k = 0; k < batches; ++k) place.insert(place.end(), device_of.begin(), device_of.end());
+    SimOptions options = simulator.options();
+    options.priority = Priority::rank;
+    Simulator sim(stream, simulator.cluster(), simulator.cost_model(), options);
+    sim.rank_by_batch(simulator.num_ops());
+    return sim.simulate(place);
+  };
   StreamResult r;
   r.micro_batches = micro_batches;
-  r.last = sim.simulate(place);
+  r.last = run_stream(device_of, micro_batches);
   r.makespan_s = r.last.step_time_s;
-  r.single_s = simulator.simulate(device_of).step_time_s;
+  r.single_s = micro_batches == 1 ? r.makespan_s : run_stream(device_of, 1).step_time_s;
   r.time_per_batch_s = micro_batches > 1 ? (r.makespan_s - r.single_s) / (micro_batches - 1) : r.makespan_s;
   return r;
 }

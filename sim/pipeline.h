@@ -36,6 +36,9 @@ struct MaxLoadResult {
  */
 MaxLoadResult max_load(const Simulator& simulator, std::span<const int32_t> device_of);
 
+/** `result` as one JSON object, with device names and kinds from `cluster`. */
+nlohmann::json max_load_to_json(const MaxLoadResult& result, const Cluster& cluster);
+
 /**
  * Whether each device's forward ops form a convex set: no path leaves the set and comes back (for a
  * graph of forward ops that is Tarnawski et al.'s contiguity, I \ I' for two ideals I' of I).
@@ -52,8 +55,10 @@ struct StreamResult {
 };
 
 /**
- * Runs `micro_batches` independent copies of the graph (same placement; copy k's ops have ids after
- * copy k-1's, so ties go to earlier micro-batches) through `simulator`'s cluster, cost model and options.
+ * Runs `micro_batches` independent copies of the graph (same placement; parameters resident once, as the
+ * copies share them) through `simulator`'s cluster, cost model and options, except that every device
+ * starts, of its ready ops, the earliest micro-batch's first (then by upward rank: Priority::rank with
+ * ranks ordered by micro-batch), as a pipeline runs them. `single_s` is one copy by the same rule.
  */
 StreamResult simulate_stream(const Simulator& simulator, std::span<const int32_t> device_of, int32_t micro_batches);
 

@@ -156,7 +156,7 @@ void init_graphs(py::module_& m) {
   }, py::arg("name"), py::arg("params") = std::map<std::string, double>{},
         "Builds a zoo model's forward graph; `params` maps parameter names to numbers.");
   m.def("read_graph", [](const std::string& path) { return graphs::read_graph(path); }, py::arg("path"),
-        "Reads a placelab.graph JSON file.");
+        "Reads a placelab.graph JSON file, or the graph of an msr-dnn-partitioning instance file (read_msr).");
   m.def("write_graph", [](const Graph& g, const std::string& path) { graphs::write_graph(g, path); },
         py::arg("graph"), py::arg("path"), "Writes a graph to a placelab.graph JSON file.");
   m.def("graph_from_dict", [](const py::dict& doc, const std::string& origin) {

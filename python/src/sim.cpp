@@ -240,7 +240,7 @@ void init_sim(py::module_& m) {
   m.def("load_cluster", [](const std::string& spec) { return sim::load_cluster(spec); }, py::arg("spec"),
         "A cluster from a placelab.cluster file path or a preset name.");
   m.def("read_cluster", [](const std::string& path) { return sim::read_cluster(path); }, py::arg("path"),
-        "Reads a placelab.cluster JSON file.");
+        "Reads a placelab.cluster JSON file, or the machine of an msr-dnn-partitioning instance file (msr_cluster).");
   m.def("write_cluster", [](const Cluster& c, const std::string& path) { sim::write_cluster(c, path); },
         py::arg("cluster"), py::arg("path"), "Writes a cluster to a placelab.cluster JSON file.");
   m.def("cluster_from_dict", [](const py::dict& doc, const std::string& origin) {

@@ -1,5 +1,9 @@
 """The `placelab cluster` and `placelab simulate` verbs: presets, files, placements, traces, bad input."""
 import json
+import os
+from pathlib import Path
+
+import pytest
 
 from cli_runner import placelab
 
@@ -64,3 +68,46 @@ def test_simulate_random_placements_reports_speed(tmp_path):
     assert doc["placements"] == 5 and doc["sim_ms_median"] > 0 and doc["ops_per_s"] > 0
     again = json.loads(placelab(*args).stdout)
     assert again["step_time_s_median"] == doc["step_time_s_median"]  # seeded
+
+
+MSR = Path(os.environ.get("PLACELAB_SHARED_DATA", Path(__file__).parents[2] / ".." / "shared" / "data")) \
+    / "msr-dnn-partitioning"
+
+
+def test_msr_instance_is_graph_and_cluster_and_gives_the_expert_max_load(tmp_path):
+    instance = str(MSR / "throughput-inputs" / "LayerGraphs" / "resnet50_inference.json")
+    split = str(MSR / "human-experts" / "resnet50_inference_expert.json")
+    stats = json.loads(placelab("graph", "--file", instance, "--json").stdout)
+    cluster = json.loads(placelab("cluster", "--file", instance, "--json").stdout)
+    assert stats["name"] == "resnet50_inference" and stats["ops"] > 0
+    assert cluster["name"] == "msr-6acc-1cpu" and len(cluster["devices"]) == 7
+    placement = tmp_path / "p.json"
+    placelab("place", "--graph", instance, "--cluster", instance, "--placer", "human_expert",
+             "--options", json.dumps({"split_file": split}), "--out", str(placement))
+    common = ("simulate", "--graph", instance, "--cluster", instance, "--placement", str(placement))
+    load = json.loads(placelab(*common, "--max-load", "--json").stdout)
+    assert load["max_load_s"] * 1e3 == pytest.approx(43.9183, rel=1e-4)  # the README's expert value
+    assert load["contiguous"] and load["fits"] and load["bottleneck_device"] == "acc1"
+    assert "max load" in placelab(*common, "--max-load").stdout
+    stream = json.loads(placelab(*common, "--micro-batches", "8", "--json").stdout)
+    # Stages pipeline: the period is the busiest stage's compute, not the whole step.
+    assert stream["time_per_batch_s"] < 0.5 * stream["single_s"]
+    assert stream["time_per_batch_s"] == pytest.approx(load["devices"][1]["compute_s"], rel=1e-6)
+    assert not stream["last"]["oom"]  # parameters are held once, not per micro-batch
+    for extra, message in ((("--max-load", "--micro-batches", "2"), "give one of --max-load"),
+                           (("--max-load", "--trace", str(tmp_path / "t.json")), "--trace records one step")):
+        bad = placelab(*common, *extra, check=False)
+        assert bad.returncode == 1 and message in bad.stderr
+    bad = placelab("simulate", "--graph", instance, "--cluster", instance, "--random", "2", "--max-load", check=False)
+    assert bad.returncode == 1 and "give --placement P" in bad.stderr
+
+
+def test_a_file_of_neither_format_names_both(tmp_path):
+    path = tmp_path / "x.json"
+    path.write_text('{"nodes": [], "edges": []}')
+    bad = placelab("graph", "--file", str(path), check=False)
+    assert bad.returncode == 1 and f"{path}: missing field \"maxSizePerFPGA\"" in bad.stderr  # an msr instance
+    path.write_text('{"ops": []}')
+    for verb in ("graph", "cluster"):
+        bad = placelab(verb, "--file", str(path), check=False)
+        assert bad.returncode == 1 and f"placelab.{verb}" in bad.stderr and "msr-dnn-partitioning" in bad.stderr

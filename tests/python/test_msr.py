@@ -38,6 +38,12 @@ def test_msr_cluster_has_the_allowed_devices(instance):
     assert placelab.msr_cluster(2, 1, 1e9).device_kinds == ["accelerator", "accelerator", "cpu"]
 
 
+def test_instance_files_read_as_graph_and_cluster(instance):
+    g, c = placelab.read_graph(str(BERT)), placelab.read_cluster(str(BERT))
+    assert g.num_ops == instance.graph.num_ops and g.name == "bert24_inference"
+    assert c.device_kinds == placelab.msr_cluster(instance).device_kinds
+
+
 def test_dp_reaches_the_readme_optimum(instance):
     sim = placelab.Simulator(instance.graph, placelab.msr_cluster(instance))
     placement, info = placelab.place(sim, "dp")

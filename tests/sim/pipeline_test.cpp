@@ -96,3 +96,33 @@ TEST_CASE("sim::simulate_stream: the steady-state period is the bottleneck devic
   CHECK(s.time_per_batch_s == max_load(sim, place).max_load_s);
   CHECK_THROWS_WITH(simulate_stream(sim, place, 0), Catch::Contains("need at least 1"));
 }
+
+TEST_CASE("sim::simulate_stream: stages of several ops pipeline micro-batches, parameters are held once", "[sim]") {
+  // a -> b on d0, c -> d on d1, 1 s each; a holds 100 bytes of parameters. By ready time alone d0 would
+  // run a of every micro-batch before any b (all a's are ready at 0) and d1 would start after ~M s;
+  // micro-batch order gives a period of 2 s, the max load.
+  graphs::GraphBuilder b("stages");
+  for (const char* name : {"a", "b", "c", "d"}) {
+    graphs::OpSpec spec = op(name, 1);
+    if (spec.name == "a") spec.param_bytes = 100;
+    b.add_op(spec);
+  }
+  b.add_edge(0, 1, 0);
+  b.add_edge(1, 2, 0);
+  b.add_edge(2, 3, 0);
+  graphs::Graph g = std::move(b).build();
+  Cluster c(ClusterSpec{.name = "two",
+                        .devices = {unit_device("d0"), unit_device("d1")},
+                        .links = {link("l0", "d0", "sw", 1, 0), link("l1", "d1", "sw", 1, 0)}});
+  Simulator sim(g, c);
+  std::vector<int32_t> place{0, 0, 1, 1};
+  for (int32_t m : {1, 2, 10}) {
+    INFO(m);
+    StreamResult s = simulate_stream(sim, place, m);
+    CHECK(s.single_s == 4);
+    CHECK(s.makespan_s == 4 + 2 * (m - 1));
+    CHECK(s.time_per_batch_s == (m == 1 ? 4 : 2));
+    CHECK(s.last.device_peak_bytes[0] == 100);
+  }
+  CHECK(max_load(sim, place).max_load_s == 2);
+}
