@@ -90,6 +90,17 @@ TEST_CASE("graphs::io: bad graph files give one-line errors naming the place", "
     CHECK_THAT(error_of(replace_once(v, R"("name": "tiny")", R"("name": "tiny", "extra": 1)")),
                Catch::Contains("in.json: unknown field \"extra\""));
   }
+  SECTION("a key given twice") {
+    CHECK_THAT(error_of(replace_once(v, R"("flops": 2e9)", R"("flops": 2e9, "flops": 3e9)")),
+               Catch::Contains("in.json: ops[1].flops: \"flops\" is given twice in one object; keep one"));
+    CHECK_THAT(error_of(replace_once(v, R"("name": "tiny")", R"("name": "tiny", "name": "other")")),
+               Catch::Contains("in.json: name: \"name\" is given twice"));
+    CHECK_THAT(error_of(R"([{"a": [0, {"b": 1}]}, {"a": [0, 1, {"c": {}, "c": 2}]}])"),
+               Catch::Contains("in.json: [1].a[2].c: \"c\" is given twice"));
+    // The same key in sibling objects is fine, and the document is what json::parse builds.
+    const std::string doc = R"({"x": [{"k": 1}, {"k": [true, null, "s", -3, 18446744073709551615, 2.5]}], "y": {}})";
+    CHECK(io::parse_json(doc, "in.json") == nlohmann::json::parse(doc));
+  }
   SECTION("missing field") {
     CHECK_THAT(error_of(replace_once(v, R"("name": "tiny",)", "")), Catch::Contains("in.json: missing field \"name\""));
     CHECK_THAT(error_of(replace_once(v, R"("name": "x", )", "")), Catch::Contains("ops[0]: missing field \"name\""));
