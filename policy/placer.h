@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,6 +19,12 @@
 
 namespace placelab::policy {
 
+/** Thrown when PlaceRequest::interrupted asks a placer to stop (Ctrl-C in Python); not an input error. */
+class Interrupted : public std::runtime_error {
+ public:
+  Interrupted() : std::runtime_error("interrupted") {}
+};
+
 /** Everything a placer may use. The simulator is the judge: its cost model and options define "fast". */
 struct PlaceRequest {
   const sim::Simulator& simulator;  // holds the graph and the cluster
@@ -26,11 +33,20 @@ struct PlaceRequest {
   uint64_t seed = 0;
   /** Called now and then on long work with a one-line status (the CLI prints it on stderr). */
   std::function<void(std::string_view)> progress;
+  /**
+   * Polled from the calling thread between a long placer's iterations: true makes it stop by throwing
+   * Interrupted. Python's place() sets it to notice Ctrl-C; it must be cheap (that one checks the
+   * signal at most every 50 ms).
+   */
+  std::function<bool()> interrupted;
 
   const graphs::Graph& graph() const { return simulator.graph(); }
   const sim::Cluster& cluster() const { return simulator.cluster(); }
   void report(std::string_view status) const {
     if (progress) progress(status);
+  }
+  void check_interrupt() const {
+    if (interrupted && interrupted()) throw Interrupted();
   }
 };
 

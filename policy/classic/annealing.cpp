@@ -60,6 +60,7 @@ class AnnealingPlacer final : public Placer {
     int64_t done = 0, accepted = 0, improved = 0;
     for (; done < steps && !movable.empty(); ++done) {
       if (seconds > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() >= seconds) break;
+      request.check_interrupt();
       const int32_t u = movable[uniform_index(rng, static_cast<int32_t>(movable.size()))];
       const int32_t from = state.placement()[units.ops(u)[0]];
       // Uniform over the allowed devices other than `from` (the list is sorted and holds `from`).

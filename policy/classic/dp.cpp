@@ -54,15 +54,25 @@ struct Ideals {
   int32_t size() const { return static_cast<int32_t>(layer_begin.back()); }
 };
 
-/** The error past the time limit, naming where the time went. */
-Error time_limit_error(const char* placer, double time_limit_s, const std::string& graph, std::string_view stage) {
-  return Error(fmt::format("{}: time limit of {} s reached on \"{}\" ({}); raise the option time_limit_s or coarsen "
-                           "the graph first (graphs/coarsen.h)",
-                           placer, time_limit_s, graph, stage));
-}
+// The DP's limits, checked between steps: the caller's interrupt, then the time limit.
+struct Budget {
+  const char* placer;
+  Clock::time_point start;
+  double time_limit_s;
+  const std::function<bool()>& interrupted;
 
-Ideals enumerate_ideals(const ThroughputModel& m, int64_t max_ideals, const char* placer, Clock::time_point start,
-                        double time_limit_s) {
+  template <class Stage>
+  void check(const std::string& graph, Stage&& stage) const {
+    if (interrupted && interrupted()) throw Interrupted();
+    if (time_limit_s > 0 && seconds_since(start) > time_limit_s)
+      throw Error(fmt::format("{}: time limit of {} s reached on \"{}\" ({}); raise the option time_limit_s or "
+                              "coarsen the graph first (graphs/coarsen.h)",
+                              placer, time_limit_s, graph, stage()));
+  }
+};
+
+Ideals enumerate_ideals(const ThroughputModel& m, int64_t max_ideals, const Budget& budget) {
+  const char* placer = budget.placer;
   const int32_t n = m.num_groups();
   Ideals id;
   id.words = (n + 63) / 64;
@@ -82,9 +92,8 @@ Ideals enumerate_ideals(const ThroughputModel& m, int64_t max_ideals, const char
   for (int32_t k = 0; k < n; ++k) {
     const int32_t begin = id.layer_begin[k], end = id.layer_begin[k + 1];
     for (int32_t i = begin; i < end; ++i) {
-      if (time_limit_s > 0 && i % 1024 == 0 && seconds_since(start) > time_limit_s)
-        throw time_limit_error(placer, time_limit_s, m.graph().name(),
-                               fmt::format("enumerating ideals: {} so far", hash.size()));
+      if (i % 1024 == 0)
+        budget.check(m.graph().name(), [&] { return fmt::format("enumerating ideals: {} so far", hash.size()); });
       for (int32_t v = 0; v < n; ++v) {
         auto in = [&](int32_t u) { return (id.bits[i * W + u / 64] >> (u % 64)) & 1; };
         if (in(v)) continue;
@@ -154,7 +163,7 @@ class IdealDp {
   int32_t states() const { return states_; }
 
   /** Runs the DP keeping only sets with load <= threshold; returns the optimum (inf when above it). */
-  double run(double threshold, Clock::time_point start, double time_limit_s, int64_t& pairs) {
+  double run(double threshold, const Budget& budget, int64_t& pairs) {
     const int32_t N = ideals_.size();
     dp_.assign(static_cast<size_t>(N) * states_, kInf);
     back_.assign(static_cast<size_t>(N) * states_, Back{});
@@ -163,8 +172,7 @@ class IdealDp {
     std::atomic<int64_t> pair_count{0};
     tbb::enumerable_thread_specific<Scratch> scratch([&] { return Scratch(m_, N, states_); });
     for (size_t k = 1; k + 1 < ideals_.layer_begin.size(); ++k) {
-      if (time_limit_s > 0 && seconds_since(start) > time_limit_s)
-        throw time_limit_error(placer_, time_limit_s, m_.graph().name(), fmt::format("{} ideals", N));
+      budget.check(m_.graph().name(), [&] { return fmt::format("{} ideals", N); });
       tbb::parallel_for(tbb::blocked_range<int32_t>(ideals_.layer_begin[k], ideals_.layer_begin[k + 1]),
                         [&](const tbb::blocked_range<int32_t>& r) {
                           Scratch& s = scratch.local();
@@ -319,7 +327,7 @@ class DpPlacer final : public Placer {
         throw Error(fmt::format("placer {} options: time_limit_s must be a non-negative number", name));
       options.time_limit_s = o["time_limit_s"].get<double>();
     }
-    IdealDpResult r = solve_ideal_dp(request.simulator, options, request.progress);
+    IdealDpResult r = solve_ideal_dp(request.simulator, options, request.progress, request.interrupted);
     PlaceResult out;
     out.device_of = std::move(r.device_of);
     // The DP's value is sim::max_load's exactly when each op's out-edges share one cost (msr inputs);
@@ -337,11 +345,12 @@ class DpPlacer final : public Placer {
 }  // namespace
 
 IdealDpResult solve_ideal_dp(const sim::Simulator& simulator, const IdealDpOptions& options,
-                             const std::function<void(std::string_view)>& progress) {
-  const auto start = Clock::now();
+                             const std::function<void(std::string_view)>& progress,
+                             const std::function<bool()>& interrupted) {
   const char* name = options.linearize ? "pipedream" : "dp";
+  const Budget budget{name, Clock::now(), options.time_limit_s, interrupted};
   ThroughputModel m(simulator, options.linearize, options.fuse_biconnected);
-  Ideals ideals = enumerate_ideals(m, options.max_ideals, name, start, options.time_limit_s);
+  Ideals ideals = enumerate_ideals(m, options.max_ideals, budget);
   IdealDp dp(m, ideals, name);
   const double memory = static_cast<double>(ideals.size()) * dp.states() * (sizeof(double) + sizeof(Back));
   if (memory > 4e9)
@@ -361,7 +370,7 @@ IdealDpResult solve_ideal_dp(const sim::Simulator& simulator, const IdealDpOptio
     linear.linearize = true;
     linear.fuse_biconnected = false;
     try {
-      ceiling = std::min(ceiling, solve_ideal_dp(simulator, linear).max_load_s);
+      ceiling = std::min(ceiling, solve_ideal_dp(simulator, linear, {}, interrupted).max_load_s);
     } catch (const Error&) {
       // No linear split fits memory (or the limits hit): keep the model's ceiling.
     }
@@ -373,7 +382,7 @@ IdealDpResult solve_ideal_dp(const sim::Simulator& simulator, const IdealDpOptio
   double threshold = ceiling <= 3 * m.load_floor_s() ? ceiling : std::min(m.load_floor_s(), ceiling);
   for (;;) {
     ++r.attempts;
-    const double value = dp.run(threshold, start, options.time_limit_s, r.pairs_evaluated);
+    const double value = dp.run(threshold, budget, r.pairs_evaluated);
     if (progress) progress(fmt::format("{}: threshold {:.6g} s -> {:.6g} s", name, threshold, value));
     if (value <= threshold) {
       r.max_load_s = value;

@@ -220,6 +220,7 @@ class LocalSearchPlacer final : public Placer {
       Assignment a(m, start);
       Score current = a.score_after(0, a.device_of_group()[0], tmp_load, tmp_memory);
       for (int64_t step = 0; step < max_steps; ++step) {
+        request.check_interrupt();
         // Every improving move, best first; with `contiguous`, the first that keeps the split contiguous.
         std::vector<std::pair<Score, std::pair<int32_t, int32_t>>> moves;
         for (int32_t v = 0; v < G; ++v) {

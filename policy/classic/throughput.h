@@ -43,10 +43,12 @@ struct IdealDpResult {
  * The dynamic program over ideals of Tarnawski et al.: the contiguous split of `simulator`'s graph over
  * its cluster's devices minimising sim::max_load. Devices of kind "cpu" pay no communication; devices
  * with equal kind, capacity and op times are interchangeable. Throws placelab::Error when no contiguous
- * split fits memory, when there are too many ideals, or past the time limit.
+ * split fits memory, when there are too many ideals, or past the time limit; throws Interrupted when
+ * `interrupted` (polled between steps) says so.
  */
 IdealDpResult solve_ideal_dp(const sim::Simulator& simulator, const IdealDpOptions& options,
-                             const std::function<void(std::string_view)>& progress = {});
+                             const std::function<void(std::string_view)>& progress = {},
+                             const std::function<bool()>& interrupted = {});
 
 /** `dp`: the optimal contiguous split. Options: max_ideals, time_limit_s. */
 std::unique_ptr<Placer> make_dp_placer();

@@ -132,11 +132,11 @@ class LearnedPlacer : public policy::Placer {
       train.minutes = options.minutes;
       train.seed = request.seed;
       const auto on_step = [&](const rl::LogEntry& entry) {
-        curve.push_back(entry.best_cost_s);
+        request.check_interrupt();
+        if (options.curve) curve.push_back(entry.best_cost_s);
         return true;
       };
-      summary = rl::train(*learner, {task}, train, options.curve ? on_step : std::function<bool(const rl::LogEntry&)>{},
-                          [&request](std::string_view status) { request.report(status); });
+      summary = rl::train(*learner, {task}, train, on_step, [&request](std::string_view status) { request.report(status); });
     }
 
     // The policy's own placement against the best rollout of training, under the same reward.

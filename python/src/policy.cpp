@@ -1,5 +1,6 @@
 // Bindings of policy/: the placer registry, bound generically (placers() and place(name, ...)), so a
 // placer added to registry.cpp appears in Python with no binding change.
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <type_traits>
@@ -56,6 +57,23 @@ std::function<R(Args...)> gil_callback(const py::object& fn, const char* what) {
   };
 }
 
+/**
+ * PlaceRequest::interrupted for code running without the GIL: whether Ctrl-C (or a Jupyter interrupt) is
+ * pending, asked at most every 50 ms. Python handles signals on the main thread only; elsewhere it
+ * always says no. When it says yes, the KeyboardInterrupt is left set for the caller to raise.
+ */
+std::function<bool()> python_interrupt() {
+  using Clock = std::chrono::steady_clock;
+  auto last = std::make_shared<Clock::time_point>(Clock::now());
+  return [last] {
+    const auto now = Clock::now();
+    if (now - *last < std::chrono::milliseconds(50)) return false;
+    *last = now;
+    py::gil_scoped_acquire acquire;
+    return PyErr_CheckSignals() != 0;
+  };
+}
+
 /** One training task from a (Graph, Cluster) or (name, Graph, Cluster) tuple; the core keeps copies. */
 rl::Task task_of(const py::handle& item, size_t k, const rl::RewardOptions& reward) {
   const auto t = py::reinterpret_borrow<py::tuple>(item);
@@ -95,12 +113,16 @@ void init_policy(py::module_& m) {
                                  .options = options.is_none() ? nlohmann::json::object()
                                                               : to_json(options, fmt::format("placer {} options", name)),
                                  .seed = seed,
-                                 .progress = std::move(report)};
+                                 .progress = std::move(report),
+                                 .interrupted = python_interrupt()};
     if (!request.options.is_object()) throw Error(fmt::format("placer {} options must be a dict", name));
     policy::PlaceResult result;
-    {
+    try {
       py::gil_scoped_release release;
       result = placer->place(request);
+    } catch (const policy::Interrupted&) {
+      if (!PyErr_Occurred()) PyErr_SetNone(PyExc_KeyboardInterrupt);
+      throw py::error_already_set();
     }
     s.check_placement(result.device_of);
     if (result.info.is_null()) result.info = nlohmann::json::object();  // a placer that reports nothing

@@ -79,3 +79,24 @@ def test_expert_split_gives_the_readme_value(instance):
     assert sim.max_load(placement)["max_load_s"] * 1e3 == pytest.approx(20.084, rel=1e-4)
     with pytest.raises(ValueError, match="expert"):
         placelab.read_msr_split(str(split.with_name("missing_expert.json")), instance)
+
+
+INCEPTION = BERT.parent / "inceptionv3_inference.json"
+
+
+@pytest.mark.parametrize("placer, options", [("dp", {"time_limit_s": 60}),
+                                             ("annealing", {"steps": 10**9, "seconds": 60})])
+def test_an_interrupt_stops_a_long_placer(placer, options):
+    # The DP over Inception-v3's ideals does not finish in 25 minutes; the time limits bound the test if
+    # the interrupt is missed (the placer then returns or fails with another error).
+    import _thread
+    import threading
+
+    sim = placelab.Simulator(placelab.read_graph(str(INCEPTION)), placelab.read_cluster(str(INCEPTION)))
+    timer = threading.Timer(0.3, _thread.interrupt_main)  # what Ctrl-C or a Jupyter interrupt does
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        placelab.place(sim, placer, options)
+    timer.join()
+    placement, _ = placelab.place(sim, "single_device")  # the next call runs normally
+    assert len(placement) == sim.num_ops
