@@ -2,6 +2,7 @@
 // placement, exports the schedule as a replay plan, runs it for real and prints predicted versus
 // measured step time. `--plan F` replays a saved plan instead; `--plan-out F` saves the plan.
 #include <algorithm>
+#include <chrono>
 #include <memory>
 
 #include <fmt/format.h>
@@ -46,6 +47,13 @@ void run(const ReplayArgs& a) {
   sim::replay::check_backend(a.backend);
   sim::replay::ReplayOptions options = a.options;
   options.pin_threads = !a.no_pin;
+  auto last = std::chrono::steady_clock::now();
+  options.progress = [&last](std::string_view status) {  // at most a line a second: quick replays print none
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last < std::chrono::seconds(1)) return;
+    last = now;
+    fmt::print(stderr, "replay: {}\n", status);
+  };
   sim::replay::check_options(options);
   const sim::replay::ReplayPlan plan = make_plan(a);
   if (!a.plan_out.empty()) sim::replay::write_plan(plan, a.plan_out);

@@ -131,7 +131,7 @@ StreamResult simulate_stream(const Simulator& simulator, std::span<const int32_t
     throw Error(fmt::format("stream: {} micro-batches of {} ops are too many ops for one run; give fewer",
                             micro_batches, simulator.num_ops()));
   // Same cluster, cost model and options, micro-batches in order on every device.
-  auto run_stream = [&](std::span<const int32_t> device_of, int32_t batches) {
+  auto run_stream = [&](int32_t batches) {
     const graphs::Graph stream = stream_graph(simulator.graph(), batches);
     std::vector<int32_t> place;
     place.reserve(static_cast<size_t>(stream.num_ops()));
@@ -144,9 +144,9 @@ StreamResult simulate_stream(const Simulator& simulator, std::span<const int32_t
   };
   StreamResult r;
   r.micro_batches = micro_batches;
-  r.last = run_stream(device_of, micro_batches);
+  r.last = run_stream(micro_batches);
   r.makespan_s = r.last.step_time_s;
-  r.single_s = micro_batches == 1 ? r.makespan_s : run_stream(device_of, 1).step_time_s;
+  r.single_s = micro_batches == 1 ? r.makespan_s : run_stream(1).step_time_s;
   r.time_per_batch_s = micro_batches > 1 ? (r.makespan_s - r.single_s) / (micro_batches - 1) : r.makespan_s;
   return r;
 }

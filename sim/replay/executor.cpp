@@ -17,6 +17,12 @@ void check_backend(std::string_view backend) {
     throw Error(fmt::format("replay: backend is \"{}\", expected \"cpu\" or \"cuda\"", backend));
 }
 
+void report_run(const ReplayOptions& options, int32_t run) {
+  if (!options.progress) return;
+  options.progress(fmt::format("run {} of {}{}", run + 1, options.warmup + options.repeats,
+                               run < options.warmup ? " (warm-up)" : ""));
+}
+
 void check_options(const ReplayOptions& options) {
   if (options.warmup < 0) throw Error(fmt::format("replay: warmup is {}, must be >= 0", options.warmup));
   if (options.repeats < 1) throw Error(fmt::format("replay: repeats is {}, must be >= 1", options.repeats));

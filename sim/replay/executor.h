@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,7 +33,12 @@ struct ReplayOptions {
   bool copy_threads = false;
   /** CPU backend: bytes of each device's streaming arena (memory-bound kernels cycle through it). */
   double arena_bytes = 32.0 * (1 << 20);
+  /** Called after every run (warm-up ones too) with a one-line status; the CLI prints it on stderr. */
+  std::function<void(std::string_view)> progress;
 };
+
+/** Reports run `run` (0-based) of warmup + repeats through options.progress, when set. */
+void report_run(const ReplayOptions& options, int32_t run);
 
 /** What a replay measured; times of events are from the start of the step (its earliest event). */
 struct ReplayResult {

@@ -212,6 +212,19 @@ TEST_CASE("sim::replay::cpu: ops run after their dependencies and each device in
   CHECK(r.flops_done > 0);
 }
 
+TEST_CASE("sim::replay: progress reports every run, warm-up ones marked", "[replay]") {
+  const graphs::Graph g = testing::random_dag(10, 5);
+  const Cluster c = two_devices();
+  const Simulator sim(g, c);
+  ReplayOptions options = fast_options();
+  options.warmup = 1;
+  options.repeats = 2;
+  std::vector<std::string> lines;
+  options.progress = [&](std::string_view status) { lines.emplace_back(status); };
+  run_replay(export_plan(sim, seeded_placement(sim, 1)), "cpu", options);
+  CHECK(lines == std::vector<std::string>{"run 1 of 3 (warm-up)", "run 2 of 3", "run 3 of 3"});
+}
+
 TEST_CASE("sim::replay::cpu: kernels compute real values", "[replay]") {
   for (double flops : {1e3, 1e5, 1e7, 1e9}) {
     const cpu::GemmShape s = cpu::gemm_shape(flops);

@@ -143,6 +143,7 @@ class Runner {
     for (int32_t r = 0; r < runs_; ++r) {
       start.arrive_and_wait();
       end.arrive_and_wait();
+      report_run(options_, r);
     }
     for (std::thread& t : threads) t.join();
   }

@@ -116,6 +116,7 @@ class Runner {
     std::vector<std::vector<double>> starts, ends, xstarts, xends;
     for (int32_t r = 0; r < runs; ++r) {
       run_once();
+      report_run(options_, r);
       if (r < options_.warmup) continue;
       std::vector<double> s(n), e(n), xs(m), xe(m);
       read_times(s, e, xs, xe);
