@@ -82,7 +82,7 @@ def main():
     for line in torch.__config__.show().splitlines():
         if "BLAS_INFO" in line:
             blas = line.split("BLAS_INFO=")[1].split(",")[0]
-    command = " ".join([pathlib.Path(sys.argv[0]).name] + sys.argv[1:])
+    command = " ".join(["/usr/bin/python3", "bench/" + pathlib.Path(sys.argv[0]).name] + sys.argv[1:])
     lines = [
         "# Autodiff: GDP policy forward + backward, placelab vs PyTorch (CPU)",
         "",

@@ -5,12 +5,12 @@
 #include "sim/engine.h"
 
 #include <algorithm>
-#include <numeric>
 #include <array>
 #include <atomic>
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <numeric>
 
 #include <fmt/format.h>
 #if defined(__SSE2__)
