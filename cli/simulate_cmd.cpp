@@ -138,10 +138,16 @@ void run(const SimulateArgs& a) {
   sim::SimResult r;
   std::vector<double> step_s, sim_s;
   int64_t ooms = 0;
+  auto reported = std::chrono::steady_clock::now();
   for (const auto& p : places) {
     auto t0 = std::chrono::steady_clock::now();
     simulator.simulate(p, *scratch, r);
-    sim_s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    const auto t1 = std::chrono::steady_clock::now();
+    sim_s.push_back(std::chrono::duration<double>(t1 - t0).count());
+    if (t1 - reported >= std::chrono::seconds(1)) {  // long runs: a line a second
+      reported = t1;
+      fmt::print(stderr, "simulate: {} of {} placements\n", sim_s.size(), places.size());
+    }
     step_s.push_back(r.step_time_s);
     ooms += r.oom;
   }
