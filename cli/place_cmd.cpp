@@ -12,6 +12,7 @@
 #include "cli/common.h"
 #include "cli/placing.h"
 #include "graphs/error.h"
+#include "graphs/json_util.h"
 #include "sim/placement.h"
 #include "sim/presets.h"
 
@@ -94,7 +95,7 @@ nlohmann::json parse_options(const std::string& text) {
   }
   if (!doc.is_object())
     throw Error(fmt::format("--options is {}, expected a JSON object, e.g. --options '{{\"steps\": 100}}'", doc.dump()));
-  return doc;
+  return io::parse_json(text, "--options");  // the syntax is fine: this rejects a key given twice
 }
 
 PlacerRun run_placer(const sim::Simulator& simulator, const std::string& placer, const nlohmann::json& options,

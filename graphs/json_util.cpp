@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <unordered_set>
 #include <vector>
 
 #include <fmt/format.h>
@@ -71,7 +70,7 @@ class StrictDom {
   bool end_array() { return close(); }
   bool key(json::string_t& k) {
     Frame& f = frames_.back();
-    if (!f.keys.insert(k).second)
+    if (f.value->contains(k))
       throw Error(fmt::format("{}: {}: \"{}\" is given twice in one object; keep one", origin_, path(k), k));
     f.slot = &(*f.value)[k];
     f.key = std::move(k);
@@ -88,7 +87,6 @@ class StrictDom {
     json* slot = nullptr;  // objects: the value of the key being read
     int64_t index = -1;    // arrays: the element being read
     std::string key;
-    std::unordered_set<std::string> keys;
   };
 
   json* place(json&& v) {

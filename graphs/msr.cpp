@@ -73,7 +73,8 @@ OpId MsrInstance::op_of_msr_id(int64_t id) const {
 }
 
 bool is_msr_instance(const json& doc) {
-  return doc.is_object() && !doc.contains("format") && doc.contains("nodes");
+  return doc.is_object() && !doc.contains("format") && doc.contains("nodes") &&
+         (doc.contains("maxFPGAs") || doc.contains("maxCPUs") || doc.contains("maxSizePerFPGA"));
 }
 
 void fail_unknown_format(const std::string& origin, std::string_view placelab_format) {

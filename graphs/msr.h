@@ -33,8 +33,9 @@ struct MsrInstance {
 };
 
 /**
- * Whether `doc` is an msr instance rather than a placelab document: an object with no "format" and
- * with the instance's "nodes" (read_graph and sim::read_cluster accept such files).
+ * Whether `doc` is an msr instance rather than a placelab document (read_graph and sim::read_cluster
+ * accept such files): an object with no "format", with "nodes" and one of the machine fields
+ * (maxFPGAs, maxCPUs, maxSizePerFPGA), so that other node lists (networkx node-link files) are not.
  */
 bool is_msr_instance(const nlohmann::json& doc);
 

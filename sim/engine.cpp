@@ -442,19 +442,23 @@ Simulator::Simulator(const graphs::Graph& graph, const Cluster& cluster, std::sh
   }
 }
 
-void Simulator::rank_by_batch(int32_t ops_per_batch) {
-  // Dense positions of one micro-batch's ops by decreasing upward rank (equal ranks share one).
-  std::vector<int32_t> order(ops_per_batch), pos(ops_per_batch);
+void Simulator::take_batches_of(const Simulator& base) {
+  const int32_t n = base.n_;
+  const auto D = static_cast<size_t>(devices_);
+  for (int32_t op = 0; op < n_; ++op)
+    std::copy_n(base.time_.begin() + static_cast<ptrdiff_t>((op % n) * D), D, time_.begin() + static_cast<ptrdiff_t>(op * D));
+  // Dense positions of base's ops by decreasing upward rank (equal ranks share one).
+  std::vector<int32_t> order(n), pos(n);
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return rank_[a] > rank_[b]; });
-  for (int32_t i = 0, p = -1; i < ops_per_batch; ++i) {
-    if (i == 0 || rank_[order[i]] != rank_[order[i - 1]]) ++p;
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return base.rank_[a] > base.rank_[b]; });
+  for (int32_t i = 0, p = -1; i < n; ++i) {
+    if (i == 0 || base.rank_[order[i]] != base.rank_[order[i - 1]]) ++p;
     pos[order[i]] = p;
   }
-  const int64_t batches = n_ / ops_per_batch;
+  const int64_t batches = n_ / n;
   for (int32_t op = 0; op < n_; ++op) {  // below 2^53: exact
-    const int64_t k = op / ops_per_batch;
-    rank_[op] = static_cast<double>((batches - 1 - k) * ops_per_batch + (ops_per_batch - 1 - pos[op % ops_per_batch]));
+    const int64_t k = op / n;
+    rank_[op] = static_cast<double>((batches - 1 - k) * n + (n - 1 - pos[op % n]));
     info_[op].neg_rank = -rank_[op];
   }
 }

@@ -128,11 +128,12 @@ class Simulator {
   friend class IncrementalSimulator;
   friend StreamResult simulate_stream(const Simulator&, std::span<const int32_t>, int32_t);
   /**
-   * For simulate_stream: ops [k * ops_per_batch, (k + 1) * ops_per_batch) are micro-batch k. Ranks
-   * become exact integers ordering ops by micro-batch, then by upward rank within one, so that under
-   * Priority::rank a device starts the earliest micro-batch's ready op (a pipeline's order).
+   * For simulate_stream, on a simulator of `base`'s graph repeated (ops [k * n, (k + 1) * n) are
+   * micro-batch k): op times become base's (a cost model that knows ops by name would miss the copies'
+   * new names), and ranks exact integers ordering ops by micro-batch, then by base's upward rank, so
+   * that under Priority::rank a device starts the earliest micro-batch's ready op (a pipeline's order).
    */
-  void rank_by_batch(int32_t ops_per_batch);
+  void take_batches_of(const Simulator& base);
   /** One run; with `checkpoints`, saves the state every so many events; `fresh` = false resumes `s`. */
   void run(std::span<const int32_t> device_of, SimScratch& s, SimResult& out, SimObserver* observer,
            SimCheckpoints* checkpoints = nullptr, bool fresh = true) const;

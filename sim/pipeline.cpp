@@ -127,9 +127,14 @@ graphs::Graph stream_graph(const graphs::Graph& g, int32_t batches) {
 StreamResult simulate_stream(const Simulator& simulator, std::span<const int32_t> device_of, int32_t micro_batches) {
   if (micro_batches < 1) throw Error(fmt::format("stream: {} micro-batches, need at least 1", micro_batches));
   simulator.check_placement(device_of);
-  if (int64_t{simulator.num_ops()} * micro_batches > INT32_MAX / 2)
-    throw Error(fmt::format("stream: {} micro-batches of {} ops are too many ops for one run; give fewer",
-                            micro_batches, simulator.num_ops()));
+  // A stream's graph and engine take ~600 bytes per op (17.7M ops: 10.5 GB), and the period settles within a
+  // few micro-batches.
+  constexpr int64_t kMaxStreamOps = 4'000'000;
+  if (int64_t{simulator.num_ops()} * micro_batches > kMaxStreamOps)
+    throw Error(fmt::format("stream: {} micro-batches of {} ops are {} ops, over the {} a stream may have (about 600 "
+                            "bytes each); give fewer micro-batches: the period settles within a few (8-32 suffice)",
+                            micro_batches, simulator.num_ops(), int64_t{simulator.num_ops()} * micro_batches,
+                            kMaxStreamOps));
   // Same cluster, cost model and options, micro-batches in order on every device.
   auto run_stream = [&](int32_t batches) {
     const graphs::Graph stream = stream_graph(simulator.graph(), batches);
@@ -139,7 +144,7 @@ StreamResult simulate_stream(const Simulator& simulator, std::span<const int32_t
     SimOptions options = simulator.options();
     options.priority = Priority::rank;
     Simulator sim(stream, simulator.cluster(), simulator.cost_model(), options);
-    sim.rank_by_batch(simulator.num_ops());
+    sim.take_batches_of(simulator);
     return sim.simulate(place);
   };
   StreamResult r;

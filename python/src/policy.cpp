@@ -26,7 +26,9 @@ py::object to_python(const rl::LogEntry& entry) { return from_json(rl::to_json(e
 
 /**
  * A Python callable made callable from C++ code that runs without the GIL: takes the GIL per call, and
- * rethrows a Python exception as a C++ one, so no Python state crosses the GIL-free core.
+ * rethrows a Python exception as a C++ one, so no Python state crosses the GIL-free core. A
+ * KeyboardInterrupt (Ctrl-C noticed while the callable ran) becomes policy::Interrupted, which the
+ * callers turn back into one once the core has stopped.
  */
 template <class R, class... Args>
 std::function<R(Args...)> gil_callback(const py::object& fn, const char* what) {
@@ -51,6 +53,7 @@ std::function<R(Args...)> gil_callback(const py::object& fn, const char* what) {
     } catch (py::cast_error&) {
       throw std::runtime_error(fmt::format("{} returned a value that is not True, False or None", what));
     } catch (py::error_already_set& e) {
+      if (e.matches(PyExc_KeyboardInterrupt)) throw policy::Interrupted();
       throw std::runtime_error(fmt::format("{} raised {}: {}", what, e.type().attr("__name__").cast<std::string>(),
                                            py::str(e.value()).cast<std::string>()));
     }
@@ -58,21 +61,37 @@ std::function<R(Args...)> gil_callback(const py::object& fn, const char* what) {
 }
 
 /**
- * PlaceRequest::interrupted for code running without the GIL: whether Ctrl-C (or a Jupyter interrupt) is
- * pending, asked at most every 50 ms. Python handles signals on the main thread only; elsewhere it
- * always says no. When it says yes, the KeyboardInterrupt is left set for the caller to raise.
+ * Ctrl-C (or a Jupyter interrupt) while the core runs without the GIL: `poll()` asks Python whether one
+ * is pending (Python handles signals on the main thread only; elsewhere the answer is no) and keeps
+ * the exception its handler raised, so that no Python error stays set while the core goes on;
+ * `raise()` raises it, or a KeyboardInterrupt, once the core has stopped. Used from the calling thread.
  */
-std::function<bool()> python_interrupt() {
-  using Clock = std::chrono::steady_clock;
-  auto last = std::make_shared<Clock::time_point>(Clock::now());
-  return [last] {
-    const auto now = Clock::now();
-    if (now - *last < std::chrono::milliseconds(50)) return false;
-    *last = now;
+class PythonInterrupt {
+ public:
+  bool poll() {
     py::gil_scoped_acquire acquire;
-    return PyErr_CheckSignals() != 0;
-  };
-}
+    if (PyErr_CheckSignals() == 0) return false;
+    error_.emplace();  // fetches and clears the error
+    return true;
+  }
+  /** poll() at most every 50 ms: for PlaceRequest::interrupted, asked between a placer's iterations. */
+  std::function<bool()> hook() {
+    return [this, last = std::chrono::steady_clock::now()]() mutable {
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last < std::chrono::milliseconds(50)) return false;
+      last = now;
+      return poll();
+    };
+  }
+  [[noreturn]] void raise() {
+    if (error_) throw *error_;
+    PyErr_SetNone(PyExc_KeyboardInterrupt);
+    throw py::error_already_set();
+  }
+
+ private:
+  std::optional<py::error_already_set> error_;
+};
 
 /** One training task from a (Graph, Cluster) or (name, Graph, Cluster) tuple; the core keeps copies. */
 rl::Task task_of(const py::handle& item, size_t k, const rl::RewardOptions& reward) {
@@ -109,20 +128,20 @@ void init_policy(py::module_& m) {
                     const py::object& progress) {
     auto report = gil_callback<void, std::string_view>(progress, "progress callback");  // checked first
     auto placer = policy::make_placer(name);
+    PythonInterrupt interrupt;
     policy::PlaceRequest request{.simulator = s,
                                  .options = options.is_none() ? nlohmann::json::object()
                                                               : to_json(options, fmt::format("placer {} options", name)),
                                  .seed = seed,
                                  .progress = std::move(report),
-                                 .interrupted = python_interrupt()};
+                                 .interrupted = interrupt.hook()};
     if (!request.options.is_object()) throw Error(fmt::format("placer {} options must be a dict", name));
     policy::PlaceResult result;
     try {
       py::gil_scoped_release release;
       result = placer->place(request);
     } catch (const policy::Interrupted&) {
-      if (!PyErr_Occurred()) PyErr_SetNone(PyExc_KeyboardInterrupt);
-      throw py::error_already_set();
+      interrupt.raise();
     }
     s.check_placement(result.device_of);
     if (result.info.is_null()) result.info = nlohmann::json::object();  // a placer that reports nothing
@@ -164,20 +183,31 @@ void init_policy(py::module_& m) {
     const auto step_callback = gil_callback<bool, const rl::LogEntry&>(on_step, "on_step callback");
     const auto progress_callback = gil_callback<void, std::string_view>(progress, "progress callback");
     // Ctrl-C (a Jupyter interrupt) ends the run after the current step, as if on_step returned False
-    // (so the checkpoint is written), then raises KeyboardInterrupt here.
+    // (so the checkpoint is written), then raises KeyboardInterrupt here; also when a callback saw it.
+    PythonInterrupt interrupt;
     bool interrupted = false;
     const std::function<bool(const rl::LogEntry&)> each_step = [&](const rl::LogEntry& entry) {
-      if (step_callback && !step_callback(entry)) return false;
-      py::gil_scoped_acquire acquire;
-      interrupted = PyErr_CheckSignals() != 0;
+      try {
+        if (!interrupted && step_callback && !step_callback(entry)) return false;
+      } catch (const policy::Interrupted&) {
+        interrupted = true;
+      }
+      interrupted = interrupted || interrupt.poll();
       return !interrupted;
+    };
+    const std::function<void(std::string_view)> each_progress = [&](std::string_view status) {
+      try {
+        if (!interrupted && progress_callback) progress_callback(status);
+      } catch (const policy::Interrupted&) {
+        interrupted = true;  // the step's end stops the run
+      }
     };
     rl::TrainSummary summary;
     {
       py::gil_scoped_release release;
-      summary = rl::train(*learner, task_list, train_options, each_step, progress_callback);
+      summary = rl::train(*learner, task_list, train_options, each_step, each_progress);
     }
-    if (interrupted) throw py::error_already_set();
+    if (interrupted) interrupt.raise();
     py::list placements;
     for (const auto& p : summary.best_placement) placements.append(to_numpy(p));
     py::dict out;

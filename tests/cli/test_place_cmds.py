@@ -47,6 +47,8 @@ def test_place_errors_name_the_fix():
     assert bad.returncode == 1 and "known placers:" in bad.stderr and "heft" in bad.stderr and "metis" in bad.stderr
     bad = placelab("place", "--placer", "annealing", "--options", "{steps: 3", check=False)
     assert bad.returncode == 1 and "--options is not valid JSON" in bad.stderr
+    bad = placelab("place", "--placer", "annealing", "--options", '{"steps": 3, "steps": 4}', check=False)
+    assert bad.returncode == 1 and '--options: steps: "steps" is given twice' in bad.stderr
     bad = placelab("place", "--placer", "annealing", "--options", "[1]", check=False)
     assert bad.returncode == 1 and "JSON object" in bad.stderr
     bad = placelab("place", "--placer", "annealing", "--options", '{"stepz": 3}', check=False)

@@ -74,6 +74,7 @@ MSR = Path(os.environ.get("PLACELAB_SHARED_DATA", Path(__file__).parents[2] / ".
     / "msr-dnn-partitioning"
 
 
+@pytest.mark.skipif(not MSR.exists(), reason=f"msr-dnn-partitioning data not found at {MSR}")
 def test_msr_instance_is_graph_and_cluster_and_gives_the_expert_max_load(tmp_path):
     instance = str(MSR / "throughput-inputs" / "LayerGraphs" / "resnet50_inference.json")
     split = str(MSR / "human-experts" / "resnet50_inference_expert.json")
@@ -95,7 +96,9 @@ def test_msr_instance_is_graph_and_cluster_and_gives_the_expert_max_load(tmp_pat
     assert stream["time_per_batch_s"] == pytest.approx(load["devices"][1]["compute_s"], rel=1e-6)
     assert not stream["last"]["oom"]  # parameters are held once, not per micro-batch
     for extra, message in ((("--max-load", "--micro-batches", "2"), "give one of --max-load"),
-                           (("--max-load", "--trace", str(tmp_path / "t.json")), "--trace records one step")):
+                           (("--max-load", "--trace", str(tmp_path / "t.json")), "--trace records one step"),
+                           (("--micro-batches", "2", "--priority", "rank"), "leave out --priority"),
+                           (("--micro-batches", "30000",), "give fewer micro-batches")):
         bad = placelab(*common, *extra, check=False)
         assert bad.returncode == 1 and message in bad.stderr
     bad = placelab("simulate", "--graph", instance, "--cluster", instance, "--random", "2", "--max-load", check=False)
@@ -104,10 +107,10 @@ def test_msr_instance_is_graph_and_cluster_and_gives_the_expert_max_load(tmp_pat
 
 def test_a_file_of_neither_format_names_both(tmp_path):
     path = tmp_path / "x.json"
-    path.write_text('{"nodes": [], "edges": []}')
+    path.write_text('{"nodes": [], "edges": [], "maxFPGAs": 2}')
     bad = placelab("graph", "--file", str(path), check=False)
     assert bad.returncode == 1 and f"{path}: missing field \"maxSizePerFPGA\"" in bad.stderr  # an msr instance
-    path.write_text('{"ops": []}')
+    path.write_text('{"directed": true, "nodes": [], "links": []}')  # networkx node-link: not msr
     for verb in ("graph", "cluster"):
         bad = placelab(verb, "--file", str(path), check=False)
         assert bad.returncode == 1 and f"placelab.{verb}" in bad.stderr and "msr-dnn-partitioning" in bad.stderr

@@ -343,3 +343,20 @@ TEST_CASE("policy::dp: a coarsened zoo graph on a preset cluster: a valid split 
   const policy::PlaceResult pd = place("pipedream", simulator);
   CHECK(pd.info.at("model_objective").get<double>() >= r.info.at("model_objective").get<double>() * (1 - 1e-12));
 }
+
+TEST_CASE("policy: the long placers stop when PlaceRequest::interrupted says so", "[policy]") {
+  const Loaded l("LayerGraphs/bert24_inference");
+  const std::vector<std::pair<std::string, nlohmann::json>> placers = {
+      {"dp", nlohmann::json::object()}, {"pipedream", nlohmann::json::object()}, {"local_search", {{"restarts", 1000}}},
+      {"annealing", {{"steps", 1000000}}}, {"hdp", {{"steps", 1000}}}};
+  for (const auto& [name, options] : placers) {
+    INFO(name);
+    int calls = 0;
+    policy::PlaceRequest request{.simulator = l.simulator, .options = options, .seed = 1,
+                                 .interrupted = [&calls] { return ++calls == 3; }};
+    CHECK_THROWS_AS(policy::make_placer(name)->place(request), policy::Interrupted);
+    CHECK(calls == 3);  // asked until it said yes, then stopped at once
+    request.interrupted = [] { return false; };
+    if (name == "dp") CHECK(policy::make_placer(name)->place(request).device_of.size() == static_cast<size_t>(l.instance.graph.num_ops()));
+  }
+}

@@ -66,6 +66,17 @@ def test_an_interrupt_stops_after_a_step_and_keeps_the_checkpoint(task, tmp_path
     assert len((tmp_path / "log.jsonl").read_text().splitlines()) == step
 
 
+def test_an_interrupt_in_a_callback_also_stops_after_the_step(task, tmp_path):
+    def interrupted(entry):  # Ctrl-C landing while on_step runs
+        if entry["step"] == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        placelab.train(POLICY, [task], checkpoint=tmp_path, checkpoint_every=1000, on_step=interrupted, **small(50))
+    assert placelab.read_checkpoint(str(tmp_path))["step"] == 3  # steps 0, 1, 2 ran; the checkpoint holds them
+    assert len((tmp_path / "log.jsonl").read_text().splitlines()) == 3
+
+
 def test_bad_input_is_a_value_error(task):
     with pytest.raises(ValueError, match="unknown learned policy"):
         placelab.train("no_such_policy", [task], steps=1)

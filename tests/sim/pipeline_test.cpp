@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "graphs/msr.h"
+#include "sim/cost_model.h"
 #include "sim/pipeline.h"
 #include "sim/presets.h"
 #include "test_util.h"
@@ -125,4 +126,13 @@ TEST_CASE("sim::simulate_stream: stages of several ops pipeline micro-batches, p
     CHECK(s.last.device_peak_bytes[0] == 100);
   }
   CHECK(max_load(sim, place).max_load_s == 2);
+
+  // Op times of a cost model that knows ops by name (a profile) carry over to the stream's copies.
+  auto profile = profile_from_json(nlohmann::json::parse(R"({"format": "placelab.profile", "version": 1,
+      "entries": [{"device_kind": "unit", "op": "b", "time_s": 3}]})"), "p.json", default_cost_model());
+  Simulator profiled(g, c, profile);
+  REQUIRE(profiled.simulate(place).step_time_s == 6);
+  StreamResult s = simulate_stream(profiled, place, 4);
+  CHECK(s.single_s == 6);
+  CHECK(s.time_per_batch_s == 4);  // d0 runs a (1 s) and b (3 s) per micro-batch
 }

@@ -14,6 +14,7 @@
 #include <barrier>
 #include <chrono>
 #include <cmath>
+#include <exception>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -140,12 +141,18 @@ class Runner {
         arenas_[d]->execute([&] { device_loop(static_cast<int32_t>(d), start, end); });
       });
     for (size_t p = 0; p < copiers; ++p) threads.emplace_back([&, p] { pair_loop(pairs_[p], start, end); });
+    std::exception_ptr failed;  // from the progress callback: rethrown once the threads are joined
     for (int32_t r = 0; r < runs_; ++r) {
       start.arrive_and_wait();
       end.arrive_and_wait();
-      report_run(options_, r);
+      try {
+        if (!failed) report_run(options_, r);
+      } catch (...) {
+        failed = std::current_exception();
+      }
     }
     for (std::thread& t : threads) t.join();
+    if (failed) std::rethrow_exception(failed);
   }
 
   ReplayResult result() const {
