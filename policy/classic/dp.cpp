@@ -57,12 +57,13 @@ struct Ideals {
 // The DP's limits, checked between steps: the caller's interrupt, then the time limit.
 struct Budget {
   const char* placer;
+  const std::string& graph;
   Clock::time_point start;
   double time_limit_s;
   const std::function<bool()>& interrupted;
 
   template <class Stage>
-  void check(const std::string& graph, Stage&& stage) const {
+  void check(Stage&& stage) const {
     if (interrupted && interrupted()) throw Interrupted();
     if (time_limit_s > 0 && seconds_since(start) > time_limit_s)
       throw Error(fmt::format("{}: time limit of {} s reached on \"{}\" ({}); raise the option time_limit_s or "
@@ -93,7 +94,7 @@ Ideals enumerate_ideals(const ThroughputModel& m, int64_t max_ideals, const Budg
     const int32_t begin = id.layer_begin[k], end = id.layer_begin[k + 1];
     for (int32_t i = begin; i < end; ++i) {
       if (i % 1024 == 0)
-        budget.check(m.graph().name(), [&] { return fmt::format("enumerating ideals: {} so far", hash.size()); });
+        budget.check([&] { return fmt::format("enumerating ideals: {} so far", hash.size()); });
       for (int32_t v = 0; v < n; ++v) {
         auto in = [&](int32_t u) { return (id.bits[i * W + u / 64] >> (u % 64)) & 1; };
         if (in(v)) continue;
@@ -172,7 +173,7 @@ class IdealDp {
     std::atomic<int64_t> pair_count{0};
     tbb::enumerable_thread_specific<Scratch> scratch([&] { return Scratch(m_, N, states_); });
     for (size_t k = 1; k + 1 < ideals_.layer_begin.size(); ++k) {
-      budget.check(m_.graph().name(), [&] { return fmt::format("{} ideals", N); });
+      budget.check([&] { return fmt::format("{} ideals", N); });
       tbb::parallel_for(tbb::blocked_range<int32_t>(ideals_.layer_begin[k], ideals_.layer_begin[k + 1]),
                         [&](const tbb::blocked_range<int32_t>& r) {
                           Scratch& s = scratch.local();
@@ -348,7 +349,7 @@ IdealDpResult solve_ideal_dp(const sim::Simulator& simulator, const IdealDpOptio
                              const std::function<void(std::string_view)>& progress,
                              const std::function<bool()>& interrupted) {
   const char* name = options.linearize ? "pipedream" : "dp";
-  const Budget budget{name, Clock::now(), options.time_limit_s, interrupted};
+  const Budget budget{name, simulator.graph().name(), Clock::now(), options.time_limit_s, interrupted};
   ThroughputModel m(simulator, options.linearize, options.fuse_biconnected);
   Ideals ideals = enumerate_ideals(m, options.max_ideals, budget);
   IdealDp dp(m, ideals, name);
