@@ -1,5 +1,5 @@
 # The two commands of the README. Both install what is missing first (install-deps.sh, apt only).
-#   make run   builds the release preset and runs the main job on the embedded default
+#   make run   builds the release preset (the CLI and the Python module) and runs the main job on the embedded default
 #   make test  builds and runs every test: the -Werror build (C++, Python, notebooks) and ASan + UBSan
 JOBS ?= $(shell nproc)
 
@@ -9,7 +9,7 @@ deps:
 
 build: deps
 	cmake --preset release
-	cmake --build --preset release -j $(JOBS) --target placelab
+	cmake --build --preset release -j $(JOBS) --target placelab _core
 
 run: build
 	./build/release/cli/placelab place

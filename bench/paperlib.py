@@ -11,6 +11,7 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -25,12 +26,21 @@ def parse_args(description: str, argv=None, extra=None) -> argparse.Namespace:
     """--quick (seconds, what the tests run), --out (results folder), --seed; `extra(parser)` adds a script's own."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--quick", action="store_true", help="tiny settings that finish in seconds (tests)")
-    parser.add_argument("--out", default=RESULTS, help="folder for the Markdown, CSV and PNG files")
+    parser.add_argument("--out", help="folder for the Markdown, CSV and PNG files (default bench/results; with "
+                        "--quick a fresh temporary folder, so that a smoke run never replaces recorded results)")
     parser.add_argument("--seed", type=int, default=1, help="seed of every placer (default 1)")
     parser.add_argument("--steps", type=int, help="training steps of the learned placers (default: the script's)")
     if extra:
         extra(parser)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.out is None:
+        args.out = default_out(args.quick)
+    return args
+
+
+def default_out(quick: bool) -> str:
+    """bench/results for full runs; a fresh temporary folder for smoke runs."""
+    return tempfile.mkdtemp(prefix="placelab_quick_") if quick else RESULTS
 
 
 def training_steps(args: argparse.Namespace, full: int) -> int:

@@ -7,7 +7,7 @@
 #   bench/pretrain_gdp.sh [--minutes M] [--steps N] [--seed S] [--checkpoint DIR]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-build="${PLACELAB_BUILD_DIR:-$root/build/release}"
+build="${PLACELAB_BUILD_DIR:-$root/build/pretrain}"  # its own folder: it turns the Python module off
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPLACELAB_BUILD_PYTHON=OFF >/dev/null
 cmake --build "$build" --target pretrain_gdp -j "${PLACELAB_JOBS:-2}"
 cd "$root"

@@ -20,7 +20,7 @@ PAPERS = ["tarnawski", "baechi", "hsdag", "placeto", "gdp"]
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny settings that finish in seconds")
-    parser.add_argument("--out", default=paperlib.RESULTS, help="results folder (default bench/results)")
+    parser.add_argument("--out", help="results folder (default bench/results; with --quick a fresh temporary folder)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--steps", type=int, help="training steps of every learned placer (default: each script's)")
     parser.add_argument("--only", default=",".join(PAPERS), help="comma-separated subset of " + ", ".join(PAPERS))
@@ -29,6 +29,8 @@ def main() -> int:
     unknown = [p for p in chosen if p not in PAPERS]
     if unknown:
         parser.error(f"unknown paper(s) {', '.join(unknown)}: choose from {', '.join(PAPERS)}")
+    if args.out is None:
+        args.out = paperlib.default_out(args.quick)
     for paper in chosen:
         start = time.perf_counter()
         print(f"reproduce: {paper} ...", file=sys.stderr, flush=True)

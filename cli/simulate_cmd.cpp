@@ -1,5 +1,5 @@
-// placelab simulate --graph G --cluster C (--placement P [--max-load | --micro-batches N] | --random N [--seed S])
-//                   [--trace F] [--json]
+// placelab simulate --graph G --cluster C (--placement P | --random N [--seed S]) [--trace F] [--json],
+// and pipelined: --placement P (--max-load | --micro-batches N). Synopsis and semantics: docs/cli.md.
 #include <algorithm>
 #include <chrono>
 #include <memory>
@@ -75,6 +75,9 @@ void check_modes(const SimulateArgs& a) {
   if (a.micro_batches > 0 && !a.priority.empty())
     throw Error("simulate: a stream runs the earliest micro-batch's ready op first on every device (then by rank); "
                 "leave out --priority with --micro-batches");
+  if (a.max_load && (!a.priority.empty() || a.share_bandwidth))
+    throw Error("simulate: --max-load is an analytic model with no schedule and no link contention; leave out "
+                "--priority and --share-bandwidth with it");
   if (pipelined && !a.trace.empty())
     throw Error("simulate: --trace records one step; leave out --max-load and --micro-batches to trace it");
 }

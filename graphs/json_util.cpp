@@ -171,9 +171,14 @@ void write_json_atomic(const std::string& path, const json& doc, int indent) {
   const fs::file_status status = fs::status(path, ec);  // of a link's target
   if (fs::is_directory(status)) throw Error(fmt::format("{}: is a directory; give a file name", path));
   if (fs::exists(status) && !fs::is_regular_file(status)) return write(path);  // a device or a pipe: write through
-  // Replace a link's target, not the link; a temporary name of this process and call, so that two
-  // writers of one file each rename a whole file over it.
-  const fs::path target = fs::is_symlink(fs::symlink_status(path, ec)) ? fs::weakly_canonical(path, ec) : fs::path(path);
+  // Replace a link's target, not the link, even one that does not exist yet; a temporary name of this
+  // process and call, so that two writers of one file each rename a whole file over it.
+  fs::path target = path;
+  for (int hops = 0; fs::is_symlink(fs::symlink_status(target, ec)); ++hops) {
+    if (hops == 40) throw Error(fmt::format("{}: too many levels of symbolic links; give a file name", path));
+    const fs::path next = fs::read_symlink(target, ec);
+    target = next.is_absolute() ? next : target.parent_path() / next;
+  }
   static std::atomic<uint64_t> calls{0};
   const std::string tmp = fmt::format("{}.tmp.{}.{}", target.string(), ::getpid(), calls++);
   try {

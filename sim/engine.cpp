@@ -1,7 +1,8 @@
 // The discrete-event engine. Events are per device: each device has at most one pending event, the end
-// of its running op or the wake-up that starts its best ready op, and a tournament tree over devices
-// gives the next one by (time, ends before wake-ups, device index). Links are FIFO channels reserved in
-// request order, so a transfer's times are known when its producer ends and need no event of their own.
+// of its running op or the wake-up that starts its best ready op, and the next one is the least by (time,
+// ends before wake-ups, device index): a vector scan for up to 16 devices, a tournament tree over more
+// (see run_mode). Links are FIFO channels reserved in request order, so a transfer's times are known when
+// its producer ends and need no event of their own.
 #include "sim/engine.h"
 
 #include <algorithm>

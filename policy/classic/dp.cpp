@@ -357,7 +357,7 @@ IdealDpResult solve_ideal_dp(const sim::Simulator& simulator, const IdealDpOptio
   if (memory > 4e9)
     throw Error(fmt::format("{}: {} ideals x {} device states need {:.1f} GB; coarsen the graph first (graphs/coarsen.h)",
                             name, ideals.size(), dp.states(), memory / 1e9));
-  if (progress) progress(fmt::format("{}: {} groups, {} ideals", name, m.num_groups(), ideals.size()));
+  if (progress) progress(fmt::format("{} groups, {} ideals", m.num_groups(), ideals.size()));
 
   IdealDpResult r;
   r.num_ideals = ideals.size();
@@ -384,7 +384,7 @@ IdealDpResult solve_ideal_dp(const sim::Simulator& simulator, const IdealDpOptio
   for (;;) {
     ++r.attempts;
     const double value = dp.run(threshold, budget, r.pairs_evaluated);
-    if (progress) progress(fmt::format("{}: threshold {:.6g} s -> {:.6g} s", name, threshold, value));
+    if (progress) progress(fmt::format("threshold {:.6g} s -> {:.6g} s", threshold, value));
     if (value <= threshold) {
       r.max_load_s = value;
       r.device_of = dp.split();

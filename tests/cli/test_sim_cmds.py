@@ -98,6 +98,8 @@ def test_msr_instance_is_graph_and_cluster_and_gives_the_expert_max_load(tmp_pat
     for extra, message in ((("--max-load", "--micro-batches", "2"), "give one of --max-load"),
                            (("--max-load", "--trace", str(tmp_path / "t.json")), "--trace records one step"),
                            (("--micro-batches", "2", "--priority", "rank"), "leave out --priority"),
+                           (("--max-load", "--priority", "rank"), "leave out --priority and --share-bandwidth"),
+                           (("--max-load", "--share-bandwidth"), "leave out --priority and --share-bandwidth"),
                            (("--micro-batches", "30000",), "give fewer micro-batches")):
         bad = placelab(*common, *extra, check=False)
         assert bad.returncode == 1 and message in bad.stderr

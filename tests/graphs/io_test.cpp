@@ -156,7 +156,7 @@ TEST_CASE("graphs::io: write_json_atomic writes invalid UTF-8 as U+FFFD and leav
   std::filesystem::remove(path);
 }
 
-TEST_CASE("graphs::io: write_json_atomic replaces a link's target, not the link, and refuses a directory", "[graphs][io]") {
+TEST_CASE("graphs::io: write_json_atomic replaces a link's target, not the link, even a missing one, and refuses a directory", "[graphs][io]") {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / ("placelab_io_test_link_" + std::to_string(::getpid()));
   fs::remove_all(dir);
@@ -168,5 +168,14 @@ TEST_CASE("graphs::io: write_json_atomic replaces a link's target, not the link,
   CHECK(io::read_json_file((dir / "target.json").string())["v"] == 2);
   CHECK_THROWS_WITH(io::write_json_atomic((dir / "sub").string(), {{"v", 3}}), Catch::Contains("is a directory"));
   CHECK(std::distance(fs::directory_iterator(dir), fs::directory_iterator()) == 3);  // no temporary files left
+  // A link to a file not made yet, through a second link in another folder: the link chain stays.
+  fs::create_symlink("sub/new.json", dir / "hop.json");
+  fs::create_symlink("../hop.json", dir / "sub" / "dangling.json");
+  io::write_json_atomic((dir / "sub" / "dangling.json").string(), {{"v", 4}});
+  CHECK(fs::is_symlink(dir / "sub" / "dangling.json"));
+  CHECK(fs::is_symlink(dir / "hop.json"));
+  CHECK(io::read_json_file((dir / "sub" / "new.json").string())["v"] == 4);
+  fs::create_symlink("loop.json", dir / "loop.json");
+  CHECK_THROWS_WITH(io::write_json_atomic((dir / "loop.json").string(), {{"v", 5}}), Catch::Contains("symbolic links"));
   fs::remove_all(dir);
 }
