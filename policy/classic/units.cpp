@@ -94,11 +94,15 @@ std::vector<int32_t> Units::expand(std::span<const int32_t> unit_device) const {
   return device_of;
 }
 
-int64_t option_int(std::string_view placer, const nlohmann::json& options, std::string_view key, int64_t fallback) {
+int64_t option_int(std::string_view placer, const nlohmann::json& options, std::string_view key, int64_t fallback,
+                   int64_t max_value) {
   auto it = options.find(key);
   if (it == options.end()) return fallback;
+  // An unsigned value above INT64_MAX reads as negative: refused either way.
   if (!it->is_number_integer() || it->get<int64_t>() < 0)
     throw Error(fmt::format("placer {} options: \"{}\" is {}, expected a non-negative integer", placer, key, it->dump()));
+  if (it->get<int64_t>() > max_value)
+    throw Error(fmt::format("placer {} options: \"{}\" is {}, expected at most {}", placer, key, it->dump(), max_value));
   return it->get<int64_t>();
 }
 

@@ -64,8 +64,16 @@ class Units {
   double mean_latency_s_ = 0, mean_inv_bandwidth_ = 0;
 };
 
-/** Reads a non-negative integer option `key` (default `fallback`); throws naming the placer and key. */
-int64_t option_int(std::string_view placer, const nlohmann::json& options, std::string_view key, int64_t fallback);
+/** The largest count option (steps, rollouts, layers...): anything above is a typo, and it fits int32_t. */
+inline constexpr int64_t kMaxCountOption = std::numeric_limits<int32_t>::max();
+/** The largest width of a learned policy's layers (hidden, ff, heads...): 4096^2 floats is 64 MiB a matrix. */
+inline constexpr int64_t kMaxWidthOption = 4096;
+
+/**
+ * Reads an integer option `key` in [0, max_value] (default `fallback`); throws naming the placer and key.
+ */
+int64_t option_int(std::string_view placer, const nlohmann::json& options, std::string_view key, int64_t fallback,
+                   int64_t max_value = kMaxCountOption);
 /** Reads a finite number option `key` >= `min_value` (default `fallback`). */
 double option_number(std::string_view placer, const nlohmann::json& options, std::string_view key, double fallback,
                      double min_value = 0);

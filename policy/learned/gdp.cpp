@@ -26,8 +26,9 @@ using autodiff::Tensor;
 constexpr const char* kName = "gdp";
 constexpr Index kTopologicalPositionColumn = 6;  // of Problem::unit_x
 
-int64_t positive_option(const nlohmann::json& options, std::string_view key, int64_t fallback) {
-  const int64_t value = policy::option_int(kName, options, key, fallback);
+int64_t positive_option(const nlohmann::json& options, std::string_view key, int64_t fallback,
+                        int64_t max_value = policy::kMaxCountOption) {
+  const int64_t value = policy::option_int(kName, options, key, fallback, max_value);
   if (value < 1) throw Error(fmt::format("placer gdp options: \"{}\" is 0, expected at least 1", key));
   return value;
 }
@@ -87,14 +88,14 @@ GdpOptions gdp_options_from_json(const nlohmann::json& options) {
                          "head_hidden", "superposition", "rollouts", "ppo_epochs", "clip", "entropy", "value_coef",
                          "lr", "max_grad_norm", "warm_start", "warm_steps"});
   GdpOptions o;
-  o.hidden = positive_option(options, "hidden", o.hidden);
+  o.hidden = positive_option(options, "hidden", o.hidden, policy::kMaxWidthOption);
   o.sage_layers = policy::option_int(kName, options, "sage_layers", o.sage_layers);
   o.aggregator = string_option(options, "aggregator", o.aggregator, {"mean", "max_pool"});
   o.segment = positive_option(options, "segment", o.segment);
   o.attention_layers = policy::option_int(kName, options, "attention_layers", o.attention_layers);
-  o.heads = positive_option(options, "heads", o.heads);
-  o.ff = positive_option(options, "ff", o.ff);
-  o.head_hidden = positive_option(options, "head_hidden", o.head_hidden);
+  o.heads = positive_option(options, "heads", o.heads, policy::kMaxWidthOption);
+  o.ff = positive_option(options, "ff", o.ff, policy::kMaxWidthOption);
+  o.head_hidden = positive_option(options, "head_hidden", o.head_hidden, policy::kMaxWidthOption);
   o.superposition = bool_option(options, "superposition", o.superposition);
   o.rollouts = positive_option(options, "rollouts", o.rollouts);
   o.ppo_epochs = positive_option(options, "ppo_epochs", o.ppo_epochs);

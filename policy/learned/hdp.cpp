@@ -162,8 +162,8 @@ GroupedLearner::GroupedLearner(std::string name, const nlohmann::json& options, 
   std::vector<std::string> known = kCommonKeys;
   known.insert(known.end(), own_keys.begin(), own_keys.end());
   io::JsonNode(user_options_, fmt::format("placer {} options", name_)).check_fields(known);
-  opt_.groups = static_cast<int32_t>(option_int("groups", opt_.groups));
-  opt_.hidden = static_cast<int32_t>(option_int("hidden", opt_.hidden));
+  opt_.groups = static_cast<int32_t>(option_int("groups", opt_.groups, 1, policy::kMaxWidthOption));
+  opt_.hidden = static_cast<int32_t>(option_int("hidden", opt_.hidden, 1, policy::kMaxWidthOption));
   opt_.rollouts = static_cast<int32_t>(option_int("rollouts", opt_.rollouts));
   opt_.lr = option_number("lr", opt_.lr);
   opt_.entropy = option_number("entropy", opt_.entropy);
@@ -177,12 +177,13 @@ GroupedLearner::GroupedLearner(std::string name, const nlohmann::json& options, 
   baseline_ = rl::MovingBaseline(opt_.baseline_decay);
 }
 
-int64_t GroupedLearner::option_int(const std::string& key, int64_t fallback, int64_t min_value) {
+int64_t GroupedLearner::option_int(const std::string& key, int64_t fallback, int64_t min_value, int64_t max_value) {
   int64_t value = fallback;
   if (user_options_.contains(key)) {
     const auto& v = user_options_[key];
-    if (!v.is_number_integer() || v.get<int64_t>() < min_value) {
-      throw Error(fmt::format("placer {} options: {} must be an integer >= {}", name_, key, min_value));
+    if (!v.is_number_integer() || v.get<int64_t>() < min_value || v.get<int64_t>() > max_value) {
+      throw Error(fmt::format("placer {} options: {} is {}, must be an integer in [{}, {}]", name_, key, v.dump(),
+                              min_value, max_value));
     }
     value = v.get<int64_t>();
   }

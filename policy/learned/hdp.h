@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "policy/autodiff/ops.h"
+#include "policy/classic/units.h"
 #include "policy/learned/problem.h"
 #include "policy/nn/module.h"
 #include "policy/nn/optim.h"
@@ -133,8 +134,9 @@ class GroupedLearner : public rl::Learner {
 
   /** A categorical draw per row of logits (argmax when greedy), from rng_. */
   rl::Sampled choose(const autodiff::MatrixF& logits, const autodiff::Mask* allowed, bool greedy);
-  /** The option `key` of the user's options as an integer >= min_value, or `fallback`. */
-  int64_t option_int(const std::string& key, int64_t fallback, int64_t min_value = 1);
+  /** The option `key` of the user's options as an integer in [min_value, max_value], or `fallback`. */
+  int64_t option_int(const std::string& key, int64_t fallback, int64_t min_value = 1,
+                     int64_t max_value = policy::kMaxCountOption);
   /** The option `key` as a finite number >= min_value, or `fallback`. */
   double option_number(const std::string& key, double fallback, double min_value = 0);
 

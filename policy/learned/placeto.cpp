@@ -70,13 +70,13 @@ PlacetoOptions placeto_options_from_json(const nlohmann::json& options) {
                         {"hidden", "type_dim", "rounds", "episodes", "embed_every", "lr", "gamma", "baseline_decay",
                          "entropy", "grad_clip", "normalize", "initial"});
   PlacetoOptions o;
-  auto positive = [&](std::string_view key, int64_t fallback) {
-    const int64_t v = policy::option_int("placeto", options, key, fallback);
+  auto positive = [&](std::string_view key, int64_t fallback, int64_t max_value = policy::kMaxCountOption) {
+    const int64_t v = policy::option_int("placeto", options, key, fallback, max_value);
     if (v < 1) fail_option(key, options.at(std::string(key)), "an integer >= 1");
     return v;
   };
-  o.hidden = positive("hidden", o.hidden);
-  o.type_dim = positive("type_dim", o.type_dim);
+  o.hidden = positive("hidden", o.hidden, policy::kMaxWidthOption);
+  o.type_dim = positive("type_dim", o.type_dim, policy::kMaxWidthOption);
   o.rounds = policy::option_int("placeto", options, "rounds", o.rounds);
   o.episodes = positive("episodes", o.episodes);
   o.embed_every = policy::option_int("placeto", options, "embed_every", o.embed_every);

@@ -323,10 +323,10 @@ void check_resumed_policy(const std::string& file, const std::string& saved, std
 
 namespace {
 
-// Gives `learner` the state saved in checkpoint `doc`, naming the checkpoint when it does not fit.
-void load_saved_state(Learner& learner, const nlohmann::json& doc, const std::string& origin) {
+// Gives `learner` `state`, saved in checkpoint `origin`, naming the checkpoint when it does not fit.
+void load_saved_state(Learner& learner, const nlohmann::json& state, const std::string& origin) {
   try {
-    learner.load_state(doc["learner"]);
+    learner.load_state(state);
   } catch (const Error& e) {
     throw Error(fmt::format("{}: learner: the state does not fit policy {} with options {}: {}", origin,
                             learner.name(), learner.options().dump(), e.what()));
@@ -336,23 +336,25 @@ void load_saved_state(Learner& learner, const nlohmann::json& doc, const std::st
 }  // namespace
 
 std::unique_ptr<Learner> learner_from_checkpoint(const nlohmann::json& doc, const std::string& origin,
-                                                 const nlohmann::json& overrides, uint64_t seed) {
+                                                 const nlohmann::json& overrides, std::optional<uint64_t> seed) {
   check_checkpoint(doc, origin);
   nlohmann::json options = doc["options"];
   options.update(overrides);
   std::unique_ptr<Learner> learner;
   try {
-    learner = make_learner(doc["policy"].get<std::string>(), options, seed);
+    learner = make_learner(doc["policy"].get<std::string>(), options, seed.value_or(0));
   } catch (const Error& e) {
     // The checkpoint's fault only if its own options fail too; else an option given over it did.
     try {
-      make_learner(doc["policy"].get<std::string>(), doc["options"], seed);
+      make_learner(doc["policy"].get<std::string>(), doc["options"], 0);
     } catch (const Error&) {
       throw Error(fmt::format("{}: policy: {}", origin, e.what()));
     }
     throw;
   }
-  load_saved_state(*learner, doc, origin);
+  nlohmann::json state = doc["learner"];
+  if (seed && state.is_object() && state.contains("rng")) state["rng"] = learner->state()["rng"];  // the seed's stream
+  load_saved_state(*learner, state, origin);
   return learner;
 }
 
@@ -394,7 +396,7 @@ TrainSummary train(Learner& learner, const std::vector<Task>& tasks, const Train
     state.step = doc["step"].get<int64_t>();
     state.seed = checkpoint_seed(doc, file);
     restore_trainer(root.at("trainer"), tasks, fingerprints, state.step, state);
-    load_saved_state(learner, doc, file);
+    load_saved_state(learner, doc["learner"], file);
     truncate_log(log_path, state.step, progress);
   } else if (logging) {
     std::error_code ec;

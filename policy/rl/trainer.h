@@ -14,6 +14,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -164,10 +165,12 @@ std::unique_ptr<Learner> load_learner(const std::string& path);
 /**
  * A learner restored from checkpoint document `doc` (`origin` names it in errors): made with the saved
  * policy and options, `overrides` replacing saved options (a change of architecture then fails to load,
- * naming the parameter), and `seed`, then given the saved state.
+ * naming the parameter), then given the saved state. With a `seed`, its random stream restarts from
+ * that seed instead of the saved one, so that placing from one checkpoint with several seeds gives
+ * several samples (a resumed run keeps the saved stream: rl::train restores it).
  */
 std::unique_ptr<Learner> learner_from_checkpoint(const nlohmann::json& doc, const std::string& origin,
                                                  const nlohmann::json& overrides = nlohmann::json::object(),
-                                                 uint64_t seed = 0);
+                                                 std::optional<uint64_t> seed = std::nullopt);
 
 }  // namespace placelab::rl

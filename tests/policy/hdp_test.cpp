@@ -157,6 +157,15 @@ TEST_CASE("hdp: options are checked and completed, the registry builds it", "[le
                Catch::Contains("rollouts"));
   REQUIRE_THAT(testing::error_of([] { learned::make_hdp_learner({{"algorithm", "a2c"}}, 1); }),
                Catch::Contains("algorithm"));
+  // Values past 32 bits are refused, not wrapped (4294967297 would read as 1), and widths are bounded.
+  REQUIRE_THAT(testing::error_of([] { learned::make_hdp_learner({{"rollouts", 4294967297LL}}, 1); }),
+               Catch::Contains("rollouts is 4294967297"));
+  REQUIRE_THAT(testing::error_of([] { learned::make_hdp_learner({{"hidden", 5000}}, 1); }),
+               Catch::Contains("hidden is 5000, must be an integer in [1, 4096]"));
+  REQUIRE_THAT(testing::error_of([] { rl::make_learner("gdp", {{"ff", 1 << 20}}, 1); }),
+               Catch::Contains("\"ff\" is 1048576, expected at most 4096"));
+  REQUIRE_THAT(testing::error_of([] { rl::make_learner("placeto", {{"episodes", 1LL << 40}}, 1); }),
+               Catch::Contains("expected at most 2147483647"));
   // A state of another architecture is refused, naming what does not fit.
   auto wide = learned::make_hdp_learner({{"hidden", 8}}, 1);
   REQUIRE_THAT(testing::error_of([&] { learner->load_state(wide->state()); }), Catch::Contains("shape"));

@@ -618,3 +618,20 @@ TEST_CASE("rl checkpoints: malformed files fail with the file and the fix", "[rl
   const std::string shape_error = error_of([&] { other.load_state(rl::read_checkpoint(good)["learner"]); });
   CHECK(shape_error.find("logits") != std::string::npos);
 }
+
+TEST_CASE("rl::learner_from_checkpoint: a seed restarts the random stream, none keeps the saved one", "[rl]") {
+  TempDir dir("reseed");
+  const auto saved = rl::make_learner("hdp", {{"rollouts", 2}}, 5);
+  rl::save_checkpoint(dir.str(), *saved, 0, {{"seed", 5}});
+  const nlohmann::json doc = rl::read_checkpoint(dir.str());
+  const auto rng_of = [&](std::optional<uint64_t> seed) {
+    return rl::learner_from_checkpoint(doc, "c", nlohmann::json::object(), seed)->state()["rng"];
+  };
+  CHECK(rng_of(std::nullopt) == doc["learner"]["rng"]);
+  CHECK(rng_of(5) == doc["learner"]["rng"]);  // the run was seeded with 5
+  CHECK(rng_of(1) != doc["learner"]["rng"]);
+  CHECK(rng_of(1) == rng_of(1));
+  CHECK(rng_of(1) != rng_of(2));
+  // Only the stream changes: the trained parameters are the checkpoint's.
+  CHECK(rl::learner_from_checkpoint(doc, "c", nlohmann::json::object(), 1)->state()["params"] == doc["learner"]["params"]);
+}
