@@ -1,8 +1,12 @@
 // placelab train --graphs G1,G2,.. --cluster C --policy NAME [--steps N | --minutes M] [--checkpoint DIR]
 //                [--resume] [--seed S] [--options JSON] [--json]
+#include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <limits>
 #include <memory>
+
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -50,9 +54,44 @@ std::vector<std::string> split_graph_specs(const std::string& text) {
   return out;
 }
 
+// Ctrl-C or SIGTERM: the run stops after the step under way and writes its checkpoint; a second signal
+// ends it at once (the handler resets itself).
+volatile std::sig_atomic_t stop_signal = 0;
+
+extern "C" void on_stop_signal(int sig) {
+  stop_signal = sig;
+  static constexpr char kNote[] = "\ntrain: stopping after this step (again to quit at once)\n";
+  [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, kNote, sizeof kNote - 1);
+}
+
+void stop_on_signals() {
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  action.sa_flags = SA_RESETHAND;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+}
+
 std::string seconds_text(double s) {
   if (!std::isfinite(s)) return "none fits";
   return s < 1 ? fmt::format("{:.4g} ms", s * 1e3) : fmt::format("{:.4g} s", s);
+}
+
+void print_summary(const rl::Learner& learner, const std::vector<rl::Task>& tasks, const rl::TrainSummary& summary,
+                   const rl::RewardOptions& reward, const std::string& checkpoint) {
+  fmt::print("policy     {}  ({} steps, {} wall, objective {})\n", learner.name(), summary.steps,
+             human(summary.wall_s, "s"), rl::objective_name(reward.objective));
+  fmt::print("  {:<40} {:>12} {:>12} {:>9} {:>8}\n", "task", "best", "reference", "speedup", "at step");
+  for (size_t t = 0; t < tasks.size(); ++t) {
+    const double best = summary.best_cost_s[t];
+    fmt::print("  {:<40} {:>12} {:>12} {:>9} {:>8}\n", tasks[t].name, seconds_text(best),
+               seconds_text(tasks[t].reference_s),
+               std::isfinite(best) ? fmt::format("{:.2f}x", tasks[t].reference_s / best) : std::string("-"),
+               summary.best_step[t]);
+  }
+  fmt::print("reference: the better of single_device and round_robin\n");
+  if (!checkpoint.empty()) fmt::print("checkpoint {}/checkpoint.json, log {}/log.jsonl\n", checkpoint, checkpoint);
 }
 
 void run(const TrainArgs& a) {
@@ -65,6 +104,9 @@ void run(const TrainArgs& a) {
     // The run keeps its policy and seed, and unless given its options and reward.
     const rl::SavedRun saved = rl::saved_run(a.checkpoint);
     if (policy.empty()) policy = saved.policy;
+    const auto& known = rl::learners();
+    if (std::none_of(known.begin(), known.end(), [&](const rl::LearnerInfo& l) { return l.name == saved.policy; }))
+      throw Error(fmt::format("{}: policy: \"{}\" is not a learned policy of this build", saved.file, saved.policy));
     rl::check_resumed_policy(saved.file, saved.policy, policy);
     if (a.seed_given && a.seed != saved.seed) {
       throw Error(fmt::format("train: --seed {} but the run in {} was seeded with {}; a resumed run keeps its seed, "
@@ -81,6 +123,9 @@ void run(const TrainArgs& a) {
   if (a.graphs.empty()) throw Error("train: --graphs is required (e.g. --graphs inception_v3:training=1)");
   if (a.steps < 0) throw Error(fmt::format("train: --steps {} must be >= 0", a.steps));
   if (!(a.minutes >= 0) || !std::isfinite(a.minutes)) throw Error(fmt::format("train: --minutes {} must be >= 0", a.minutes));
+  if (a.checkpoint_every < 0) {
+    throw Error(fmt::format("train: --checkpoint-every {} must be >= 0 (0: only at the end)", a.checkpoint_every));
+  }
 
   // Errors in options taken from the checkpoint name it; the flag's name themselves.
   const bool saved_options = a.resume && a.options.empty();
@@ -113,8 +158,11 @@ void run(const TrainArgs& a) {
   train.checkpoint_every = a.checkpoint_every;
   train.resume = a.resume;
   train.seed = seed;
-  const rl::TrainSummary summary =
-      rl::train(*learner, tasks, train, {}, [](std::string_view status) { fmt::print(stderr, "train: {}\n", status); });
+  stop_on_signals();
+  const rl::TrainSummary summary = rl::train(
+      *learner, tasks, train, [](const rl::LogEntry&) { return stop_signal == 0; },
+      [](std::string_view status) { fmt::print(stderr, "train: {}\n", status); });
+  const bool interrupted = stop_signal != 0;
 
   nlohmann::json rows = nlohmann::json::array();
   for (size_t t = 0; t < tasks.size(); ++t) {
@@ -128,28 +176,25 @@ void run(const TrainArgs& a) {
                     {"speedup", std::isfinite(best) ? nlohmann::json(tasks[t].reference_s / best) : nlohmann::json()}});
   }
   if (a.json) {
-    return print_json({{"policy", learner->name()},
-                       {"options", learner->options()},
-                       {"reward", rl::to_json(reward)},
-                       {"cluster", cluster->name()},
-                       {"seed", summary.seed},
-                       {"steps", summary.steps},
-                       {"wall_s", summary.wall_s},
-                       {"checkpoint", a.checkpoint.empty() ? nlohmann::json() : nlohmann::json(a.checkpoint)},
-                       {"tasks", rows}});
+    print_json({{"policy", learner->name()},
+                {"options", learner->options()},
+                {"reward", rl::to_json(reward)},
+                {"cluster", cluster->name()},
+                {"seed", summary.seed},
+                {"steps", summary.steps},
+                {"wall_s", summary.wall_s},
+                {"checkpoint", a.checkpoint.empty() ? nlohmann::json() : nlohmann::json(a.checkpoint)},
+                {"interrupted", interrupted},
+                {"tasks", rows}});
+  } else {
+    print_summary(*learner, tasks, summary, reward, a.checkpoint);
   }
-  fmt::print("policy     {}  ({} steps, {} wall, objective {})\n", learner->name(), summary.steps,
-             human(summary.wall_s, "s"), rl::objective_name(reward.objective));
-  fmt::print("  {:<40} {:>12} {:>12} {:>9} {:>8}\n", "task", "best", "reference", "speedup", "at step");
-  for (size_t t = 0; t < tasks.size(); ++t) {
-    const double best = summary.best_cost_s[t];
-    fmt::print("  {:<40} {:>12} {:>12} {:>9} {:>8}\n", tasks[t].name, seconds_text(best),
-               seconds_text(tasks[t].reference_s),
-               std::isfinite(best) ? fmt::format("{:.2f}x", tasks[t].reference_s / best) : std::string("-"),
-               summary.best_step[t]);
+  if (interrupted) {
+    fmt::print(stderr, "train: interrupted after step {}; {}\n", summary.steps,
+               a.checkpoint.empty() ? std::string("nothing was saved (give --checkpoint DIR to keep a run)")
+                                    : fmt::format("checkpoint written, continue with --resume --checkpoint {}", a.checkpoint));
+    throw CLI::RuntimeError(128 + stop_signal);  // the shell's code for a signal
   }
-  fmt::print("reference: the better of single_device and round_robin\n");
-  if (!a.checkpoint.empty()) fmt::print("checkpoint {}/checkpoint.json, log {}/log.jsonl\n", a.checkpoint, a.checkpoint);
 }
 
 }  // namespace

@@ -215,6 +215,14 @@ class DirectoryLock {
   int fd_ = -1;
 };
 
+// A run killed while writing its checkpoint leaves the temporary file that write_json_atomic renames
+// from; under the lock no writer is left, so such files are debris.
+void remove_partial_writes(const std::string& dir) {
+  std::error_code ec;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec))
+    if (entry.path().filename().string().starts_with("checkpoint.json.tmp.")) fs::remove(entry.path(), ec);
+}
+
 }  // namespace
 
 Task make_task(std::string name, std::shared_ptr<const sim::Simulator> simulator, const RewardOptions& reward) {
@@ -377,6 +385,13 @@ TrainSummary train(Learner& learner, const std::vector<Task>& tasks, const Train
   state.seed = options.seed;
 
   const bool logging = !options.checkpoint_dir.empty();
+  if (logging) {
+    std::error_code ec;
+    if (fs::exists(options.checkpoint_dir, ec) && !fs::is_directory(options.checkpoint_dir, ec)) {
+      throw Error(fmt::format("{}: is a file; the checkpoint is the run's directory (e.g. {})", options.checkpoint_dir,
+                              fs::path(options.checkpoint_dir).parent_path().string()));
+    }
+  }
   const std::string log_path = logging ? (fs::path(options.checkpoint_dir) / "log.jsonl").string() : "";
   std::vector<nlohmann::json> fingerprints;
   if (logging) std::transform(tasks.begin(), tasks.end(), std::back_inserter(fingerprints), task_fingerprint);
@@ -385,6 +400,7 @@ TrainSummary train(Learner& learner, const std::vector<Task>& tasks, const Train
     if (!logging) throw Error("train: resume needs the checkpoint directory of the run to continue");
     std::error_code ec;
     if (fs::is_directory(options.checkpoint_dir, ec)) lock.emplace(options.checkpoint_dir);
+    remove_partial_writes(options.checkpoint_dir);
     const std::string file = checkpoint_file(options.checkpoint_dir);
     const nlohmann::json doc = read_checkpoint(options.checkpoint_dir);
     const io::JsonNode root(doc, file);
@@ -398,6 +414,12 @@ TrainSummary train(Learner& learner, const std::vector<Task>& tasks, const Train
     restore_trainer(root.at("trainer"), tasks, fingerprints, state.step, state);
     load_saved_state(learner, doc["learner"], file);
     truncate_log(log_path, state.step, progress);
+    if (progress) {
+      progress(state.step < options.steps
+                   ? fmt::format("resuming {} at step {}", options.checkpoint_dir, state.step)
+                   : fmt::format("{} is at step {} already, not below the {} steps asked: nothing to train (ask "
+                                 "for more steps)", options.checkpoint_dir, state.step, options.steps));
+    }
   } else if (logging) {
     std::error_code ec;
     fs::create_directories(options.checkpoint_dir, ec);
@@ -428,6 +450,7 @@ TrainSummary train(Learner& learner, const std::vector<Task>& tasks, const Train
   };
 
   bool stop = state.step >= options.steps;
+  if (stop && logging && !options.resume) save();  // zero steps still leave a checkpoint to start from
   while (!stop) {
     const int64_t step = state.step;
     const size_t t = static_cast<size_t>(step % static_cast<int64_t>(n));
@@ -456,8 +479,9 @@ TrainSummary train(Learner& learner, const std::vector<Task>& tasks, const Train
     if (progress && (stop || step == 0 || state.step % every == 0 ||
                      std::chrono::duration<double>(now - last_report).count() >= 10)) {
       last_report = now;
-      progress(fmt::format("step {}/{}  {}  reward {:.4f}  cost {}  best {} (reference {})  wall {:.1f} s",
-                           state.step, options.steps, tasks[t].name, stats.reward_mean, ms(stats.cost_mean_s),
+      const std::string of = options.steps == std::numeric_limits<int64_t>::max() ? "" : fmt::format("/{}", options.steps);
+      progress(fmt::format("step {}{}  {}  reward {:.4f}  cost {}  best {} (reference {})  wall {:.1f} s",
+                           state.step, of, tasks[t].name, stats.reward_mean, ms(stats.cost_mean_s),
                            ms(state.best_cost_s[t]), ms(tasks[t].reference_s), state.wall_s));
     }
     if (stop || (options.checkpoint_every > 0 && state.step % options.checkpoint_every == 0)) save();

@@ -1,8 +1,10 @@
 """The `placelab train` verb: a real learned policy on a tiny graph, its log and checkpoint, exact resume,
 the learned placers through `placelab place`, and bad input."""
 import json
+import signal
+import subprocess
 
-from cli_runner import placelab
+from cli_runner import BIN, placelab
 
 # Two tiny graphs whose specs carry their own commas, on a 2-GPU server; a small, fast policy setting.
 GRAPHS = "random_dag:ops=16,width=4,seed=2,random_dag:ops=12,width=3,seed=5"
@@ -113,6 +115,8 @@ def test_train_errors_name_the_fix(tmp_path):
     assert "step_time, throughput" in error("--graphs", "random_dag:ops=8", "--policy", "hdp", "--options",
                                             '{"reward": {"objective": "fast"}}')
     assert "must be >= 0" in error("--graphs", "random_dag:ops=8", "--policy", "hdp", "--minutes", "-1")
+    assert "--checkpoint-every -1 must be >= 0" in error("--graphs", "random_dag:ops=8", "--policy", "hdp",
+                                                         "--checkpoint-every", "-1")
     bad = placelab("place", "--graph", "random_dag:ops=8", "--placer", "hdp", "--options", '{"curve": 1}', check=False)
     assert bad.returncode == 1 and "curve" in bad.stderr and "true or false" in bad.stderr
 
@@ -131,3 +135,38 @@ def test_train_errors_name_the_fix(tmp_path):
     checkpoint.write_text(checkpoint.read_text()[:100])
     message = error("--graphs", GRAPHS, "--cluster", CLUSTER, "--checkpoint", str(run), "--resume")
     assert str(checkpoint) in message and "truncated" in message
+
+
+def test_ctrl_c_stops_after_the_step_with_its_checkpoint(tmp_path):
+    run = tmp_path / "run"
+    proc = subprocess.Popen([BIN, "train", "--graphs", GRAPHS, "--cluster", CLUSTER, *POLICY, "--steps", "100000000",
+                             "--checkpoint-every", "1000", "--checkpoint", str(run), "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr.readline().startswith("train: step 1/")  # training is under way
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGINT
+    doc = json.loads(out)
+    assert doc["interrupted"] and 1 <= doc["steps"] < 100000000
+    assert "stopping after this step" in err and f"continue with --resume --checkpoint {run}" in err
+    # Every step run is in the log and the checkpoint, though no checkpoint step was reached.
+    assert json.loads((run / "checkpoint.json").read_text())["step"] == doc["steps"]
+    assert len((run / "log.jsonl").read_text().splitlines()) == doc["steps"]
+
+
+def test_checkpoint_edge_cases(tmp_path):
+    run = tmp_path / "run"
+    out = train("--steps", "0", "--checkpoint", str(run))  # zero steps still leave a checkpoint
+    assert json.loads((run / "checkpoint.json").read_text())["step"] == 0
+    train("--steps", "2", "--checkpoint", str(run), "--resume")
+    (run / "checkpoint.json.tmp.123.0").write_text('{"half": ')  # left by a run killed while saving
+    out = train("--steps", "1", "--checkpoint", str(run), "--resume")
+    assert "is at step 2 already" in out.stderr and "ask for more steps" in out.stderr
+    assert not (run / "checkpoint.json.tmp.123.0").exists()
+    bad = train("--steps", "3", "--checkpoint", str(run / "checkpoint.json"), "--resume", check=False)
+    assert bad.returncode == 1 and "is a file; the checkpoint is the run's directory" in bad.stderr
+    saved = json.loads((run / "checkpoint.json").read_text())
+    saved["policy"] = "foo"
+    (run / "checkpoint.json").write_text(json.dumps(saved))
+    bad = placelab("train", "--graphs", GRAPHS, "--cluster", CLUSTER, "--checkpoint", str(run), "--resume", check=False)
+    assert bad.returncode == 1 and 'policy: "foo" is not a learned policy' in bad.stderr
