@@ -40,10 +40,10 @@ void run(const CalibrateArgs& a) {
   const int64_t threads = int64_t{options.devices} * std::max(1, options.replay.threads_per_device);
   const unsigned cores = std::thread::hardware_concurrency();
   if (a.backend == "cpu" && cores > 0 && threads > cores)
-    fmt::print(stderr, "placelab: warning: {} devices x {} threads need {} cores but this machine has {}: the devices "
+    note("placelab: warning: {} devices x {} threads need {} cores but this machine has {}: the devices "
                "share cores, so the measured rates are not those of separate devices\n",
                options.devices, std::max(1, options.replay.threads_per_device), threads, cores);
-  fmt::print(stderr, "placelab: calibrating the {} backend with {} devices{}...\n", a.backend, options.devices,
+  note("placelab: calibrating the {} backend with {} devices{}...\n", a.backend, options.devices,
              options.quick ? " (quick)" : "");
   const sim::replay::Calibration cal = sim::replay::calibrate(a.backend, options);
   const sim::Cluster cluster = sim::replay::calibrated_cluster(cal);

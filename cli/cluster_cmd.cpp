@@ -54,7 +54,7 @@ void run(const ClusterArgs& a) {
   sim::Cluster c = a.file.empty() ? sim::make_preset(a.preset) : sim::read_cluster(a.file);
   if (!a.out.empty()) {
     sim::write_cluster(c, a.out);
-    fmt::print(stderr, "wrote {} ({} devices, {} links)\n", a.out, c.num_devices(), c.num_links());
+    note("wrote {} ({} devices, {} links)\n", a.out, c.num_devices(), c.num_links());
   }
   if (a.json) return print_json(sim::cluster_to_json(c));
   if (a.out.empty()) print_cluster(c);

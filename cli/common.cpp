@@ -67,9 +67,9 @@ std::vector<int32_t> read_placement_for(const std::string& path, const sim::Simu
   const std::string& graph = simulator.graph().name();
   const std::string& cluster = simulator.cluster().name();
   if (!p.graph.empty() && p.graph != graph)
-    fmt::print(stderr, "placelab: warning: {} was made for graph \"{}\", {} \"{}\"\n", path, p.graph, verb, graph);
+    note("placelab: warning: {} was made for graph \"{}\", {} \"{}\"\n", path, p.graph, verb, graph);
   if (!p.cluster.empty() && p.cluster != cluster)
-    fmt::print(stderr, "placelab: warning: {} was made for cluster \"{}\", {} \"{}\"\n", path, p.cluster, verb, cluster);
+    note("placelab: warning: {} was made for cluster \"{}\", {} \"{}\"\n", path, p.cluster, verb, cluster);
   try {
     simulator.check_placement(p.device_of);
   } catch (const Error& e) {

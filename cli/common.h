@@ -3,10 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "graphs/graph.h"
@@ -26,6 +29,15 @@ graphs::Graph load_graph(const std::string& spec);
  * it was made for another graph or cluster, saying what `verb` ("simulating", "replaying") uses instead.
  */
 std::vector<int32_t> read_placement_for(const std::string& path, const sim::Simulator& simulator, std::string_view verb);
+
+/**
+ * Writes a note (progress, a warning, an error) on stderr. A failed write, to a full disk or a closed
+ * stream, is ignored: losing a note must not stop the work, nor an error report end in an abort.
+ */
+template <class... Args>
+void note(fmt::format_string<Args...> format, Args&&... args) {
+  std::fputs(fmt::format(format, std::forward<Args>(args)...).c_str(), stderr);
+}
 
 /** Prints `doc` as one JSON object on stdout. */
 void print_json(const nlohmann::json& doc);

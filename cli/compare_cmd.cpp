@@ -50,7 +50,7 @@ void run(const CompareArgs& a) {
   nlohmann::json rows = nlohmann::json::array();
   std::vector<PlacerRun> runs;
   for (const auto& name : names) {
-    fmt::print(stderr, "compare: {} ({} of {})\n", name, runs.size() + 1, names.size());
+    note("compare: {} ({} of {})\n", name, runs.size() + 1, names.size());
     runs.push_back(run_placer(simulator, name, nlohmann::json::object(), a.seed));
     rows.push_back(run_to_json(runs.back(), c));
   }

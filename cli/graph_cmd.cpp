@@ -86,7 +86,7 @@ void run(const GraphArgs& a) {
   if (a.training) g = graphs::expand_training(g);
   if (!a.out.empty()) {
     graphs::write_graph(g, a.out);
-    fmt::print(stderr, "wrote {} ({} ops, {} edges)\n", a.out, g.num_ops(), g.num_edges());
+    note("wrote {} ({} ops, {} edges)\n", a.out, g.num_ops(), g.num_edges());
   }
   if (a.json) return print_json(stats_json(g));
   if (a.stats || a.out.empty()) print_stats(g);

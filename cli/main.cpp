@@ -1,7 +1,9 @@
 // The placelab command line: one subcommand per verb (see docs/cli.md). Errors in the input end the
 // program with one line on stderr and exit code 1; usage errors exit with CLI11's code.
+#include <cerrno>
 #include <cstdio>
 #include <exception>
+#include <system_error>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -23,16 +25,22 @@ int main(int argc, char** argv) {
   placelab::cli::add_calibrate_command(app);
   try {
     app.parse(argc, argv);
+    // Results on stdout are the point of a run: a write that failed (a full disk) must not exit 0.
+    if (std::fflush(stdout) != 0 || std::ferror(stdout))
+      throw std::system_error(errno, std::generic_category(), "stdout: write failed");
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const std::system_error& e) {  // e.g. output that could not be written (fmt::print, the check above)
+    placelab::cli::note("placelab: error: {}\n", e.what());
+    return 1;
   } catch (const placelab::Error& e) {
-    fmt::print(stderr, "placelab: error: {}\n", e.what());
+    placelab::cli::note("placelab: error: {}\n", e.what());
     return 1;
   } catch (const std::bad_alloc&) {
-    fmt::print(stderr, "placelab: error: out of memory (try a smaller graph or fewer parallel runs)\n");
+    placelab::cli::note("placelab: error: out of memory (try a smaller graph or fewer parallel runs)\n");
     return 1;
   } catch (const std::exception& e) {  // a bug: still one line and a non-zero exit, not an abort
-    fmt::print(stderr, "placelab: internal error: {} (please report it with the command that caused it)\n", e.what());
+    placelab::cli::note("placelab: internal error: {} (please report it with the command that caused it)\n", e.what());
     return 2;
   }
   return 0;

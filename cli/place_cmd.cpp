@@ -60,7 +60,7 @@ void run(const PlaceArgs& a) {
     for (const auto& name : kBaselines) baselines.push_back(run_placer(simulator, name, nlohmann::json::object(), a.seed));
   if (!a.out.empty()) {
     sim::write_placement({g.name(), c.name(), r.result.device_of}, a.out);
-    fmt::print(stderr, "wrote {}\n", a.out);
+    note("wrote {}\n", a.out);
   }
   if (a.json) {
     nlohmann::json doc = run_to_json(r, c);
@@ -102,7 +102,7 @@ PlacerRun run_placer(const sim::Simulator& simulator, const std::string& placer,
                      uint64_t seed) {
   std::unique_ptr<policy::Placer> p = policy::make_placer(placer);
   policy::PlaceRequest request{simulator, options, seed,
-                               [&placer](std::string_view status) { fmt::print(stderr, "{}: {}\n", placer, status); }};
+                               [&placer](std::string_view status) { note("{}: {}\n", placer, status); }};
   const auto t0 = std::chrono::steady_clock::now();
   PlacerRun r{placer, p->place(request), {}, 0};
   r.placement_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -52,7 +52,7 @@ void run(const ReplayArgs& a) {
     const auto now = std::chrono::steady_clock::now();
     if (now - last < std::chrono::seconds(1)) return;
     last = now;
-    fmt::print(stderr, "replay: {}\n", status);
+    note("replay: {}\n", status);
   };
   sim::replay::check_options(options);
   const sim::replay::ReplayPlan plan = make_plan(a);

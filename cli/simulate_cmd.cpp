@@ -150,7 +150,7 @@ void run(const SimulateArgs& a) {
     sim_s.push_back(std::chrono::duration<double>(t1 - t0).count());
     if (t1 - reported >= std::chrono::seconds(1)) {  // long runs: a line a second
       reported = t1;
-      fmt::print(stderr, "simulate: {} of {} placements\n", sim_s.size(), places.size());
+      note("simulate: {} of {} placements\n", sim_s.size(), places.size());
     }
     step_s.push_back(r.step_time_s);
     ooms += r.oom;

@@ -161,7 +161,7 @@ void run(const TrainArgs& a) {
   stop_on_signals();
   const rl::TrainSummary summary = rl::train(
       *learner, tasks, train, [](const rl::LogEntry&) { return stop_signal == 0; },
-      [](std::string_view status) { fmt::print(stderr, "train: {}\n", status); });
+      [](std::string_view status) { note("train: {}\n", status); });
   const bool interrupted = stop_signal != 0;
 
   nlohmann::json rows = nlohmann::json::array();
@@ -190,7 +190,7 @@ void run(const TrainArgs& a) {
     print_summary(*learner, tasks, summary, reward, a.checkpoint);
   }
   if (interrupted) {
-    fmt::print(stderr, "train: interrupted after step {}; {}\n", summary.steps,
+    note("train: interrupted after step {}; {}\n", summary.steps,
                a.checkpoint.empty() ? std::string("nothing was saved (give --checkpoint DIR to keep a run)")
                                     : fmt::format("checkpoint written, continue with --resume --checkpoint {}", a.checkpoint));
     throw CLI::RuntimeError(128 + stop_signal);  // the shell's code for a signal

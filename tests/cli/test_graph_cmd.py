@@ -1,9 +1,10 @@
 """The `placelab graph` verb: output for people and scripts, files, and bad input."""
 import json
+import subprocess
 
 import pytest
 
-from cli_runner import placelab
+from cli_runner import BIN, placelab
 
 
 def graph_json(*args):
@@ -137,3 +138,12 @@ def test_output_through_a_link_and_into_a_folder(tmp_path):
     proc = placelab("graph", "--model", "rnnlm", "--layers", "1", "--out", str(tmp_path / "folder"), check=False)
     assert proc.returncode == 1 and "is a directory" in proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["folder", "link.json", "target.json"]
+
+
+def test_a_full_disk_is_an_error_not_an_abort():
+    with open("/dev/full", "w") as full:
+        out = subprocess.run([BIN, "cluster", "--preset", "v100-nvlink-8", "--json"], stdout=full, stderr=subprocess.PIPE,
+                             text=True, timeout=60)
+        assert out.returncode == 1 and "No space left on device" in out.stderr  # not exit 0 with the result lost
+        err = subprocess.run([BIN, "graph", "--model", "nope"], stdout=subprocess.PIPE, stderr=full, timeout=60)
+        assert err.returncode == 1  # the error could not be shown, but no abort (134)
