@@ -23,20 +23,13 @@ struct CalibrateArgs {
   bool no_pin = false, json = false;
 };
 
-// A file can be written there: checked before minutes of measuring, not after.
-void check_writable_folder(const std::string& path, const char* option) {
-  std::error_code ec;
-  const std::filesystem::path folder = std::filesystem::path(path).parent_path();
-  if (!folder.empty() && !std::filesystem::is_directory(folder, ec))
-    throw Error(fmt::format("calibrate: {} {}: folder {} does not exist; create it first", option, path, folder.string()));
-  if (std::filesystem::is_directory(path, ec)) throw Error(fmt::format("calibrate: {} {}: is a directory; give a file name", option, path));
-}
-
 void run(const CalibrateArgs& a) {
   sim::replay::CalibrationOptions options = a.options;
   options.replay.pin_threads = !a.no_pin;
-  check_writable_folder(a.out, "--out");
-  if (!a.measurements.empty()) check_writable_folder(a.measurements, "--measurements");
+  // Checked before minutes of measuring, not after.
+  check_output("calibrate", "--out", a.out);
+  if (!a.measurements.empty()) check_output("calibrate", "--measurements", a.measurements);
+  check_distinct_outputs("calibrate", "--out", a.out, "--measurements", a.measurements);
   const int64_t threads = int64_t{options.devices} * std::max(1, options.replay.threads_per_device);
   const unsigned cores = std::thread::hardware_concurrency();
   if (a.backend == "cpu" && cores > 0 && threads > cores)
@@ -47,9 +40,9 @@ void run(const CalibrateArgs& a) {
              options.quick ? " (quick)" : "");
   const sim::replay::Calibration cal = sim::replay::calibrate(a.backend, options);
   const sim::Cluster cluster = sim::replay::calibrated_cluster(cal);
-  sim::write_cluster(cluster, a.out);
   const nlohmann::json doc = sim::replay::calibration_to_json(cal);
   if (!a.measurements.empty()) io::write_json_atomic(a.measurements, doc);
+  sim::write_cluster(cluster, a.out);  // last: a failure before leaves the old cluster file
   if (a.json) return print_json(doc);
   fmt::print("calibrated {} ({} devices): written to {}\n", cluster.name(), cal.devices, a.out);
   fmt::print("compute        {:>12}  (GEMM rate of large ops)\n", human(cal.roofline.flops_per_s, "FLOP/s"));

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <set>
 
 #include <fmt/format.h>
@@ -15,6 +16,33 @@
 #include "sim/placement.h"
 
 namespace placelab::cli {
+
+void check_output(std::string_view verb, std::string_view option, const std::string& path,
+                  std::initializer_list<std::string_view> inputs) {
+  namespace fs = std::filesystem;
+  if (path.empty()) throw Error(fmt::format("{}: {} is empty; give a file name", verb, option));
+  std::error_code ec;
+  const fs::path folder = fs::path(path).parent_path();
+  if (!folder.empty() && !fs::is_directory(folder, ec))
+    throw Error(fmt::format("{}: {} {}: folder {} does not exist; create it first", verb, option, path, folder.string()));
+  if (fs::is_directory(path, ec)) throw Error(fmt::format("{}: {} {}: is a directory; give a file name", verb, option, path));
+  for (std::string_view input : inputs) {
+    if (!input.empty() && fs::equivalent(path, input, ec)) {
+      throw Error(fmt::format("{}: {} {} is also an input of this run ({}); writing it would destroy that: give "
+                              "another file name",
+                              verb, option, path, input));
+    }
+  }
+}
+
+void check_distinct_outputs(std::string_view verb, std::string_view option_a, const std::string& a,
+                            std::string_view option_b, const std::string& b) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (a.empty() || b.empty()) return;
+  if (fs::absolute(a, ec).lexically_normal() == fs::absolute(b, ec).lexically_normal() || fs::equivalent(a, b, ec))
+    throw Error(fmt::format("{}: {} and {} are both {}; give each its own file", verb, option_a, option_b, a));
+}
 
 graphs::Graph load_graph(const std::string& spec) {
   if (io::names_a_file(spec)) return graphs::read_graph(spec);

@@ -39,6 +39,17 @@ void note(fmt::format_string<Args...> format, Args&&... args) {
   std::fputs(fmt::format(format, std::forward<Args>(args)...).c_str(), stderr);
 }
 
+/**
+ * Checks, before the work, that `verb` can write the file `path` given as `option`: a name, in a folder
+ * that exists, not a folder itself; and that it is none of `inputs` (files or zoo/preset names), which
+ * writing it would destroy. Outputs are written last, so a run that fails leaves the old files intact.
+ */
+void check_output(std::string_view verb, std::string_view option, const std::string& path,
+                  std::initializer_list<std::string_view> inputs = {});
+/** Refuses two outputs of one run that name the same file (the second would replace the first). */
+void check_distinct_outputs(std::string_view verb, std::string_view option_a, const std::string& a,
+                            std::string_view option_b, const std::string& b);
+
 /** Prints `doc` as one JSON object on stdout. */
 void print_json(const nlohmann::json& doc);
 

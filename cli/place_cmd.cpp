@@ -51,6 +51,7 @@ void run(const PlaceArgs& a) {
   const bool with_baselines = a.placer.empty();
   const std::string placer = with_baselines ? "gdp" : a.placer;
   policy::make_placer(placer);  // unknown names fail before any work
+  if (!a.out.empty()) check_output("place", "--out", a.out, {a.graph, a.cluster});
   graphs::Graph g = load_graph(a.graph);
   sim::Cluster c = sim::load_cluster(a.cluster);
   sim::Simulator simulator(g, c);

@@ -55,9 +55,12 @@ void run(const ReplayArgs& a) {
     note("replay: {}\n", status);
   };
   sim::replay::check_options(options);
+  if (!a.trace.empty()) check_output("replay", "--trace", a.trace, {a.graph, a.cluster, a.placement, a.plan, a.profile});
+  if (!a.plan_out.empty()) check_output("replay", "--plan-out", a.plan_out, {a.graph, a.cluster, a.placement, a.plan, a.profile});
+  check_distinct_outputs("replay", "--trace", a.trace, "--plan-out", a.plan_out);
   const sim::replay::ReplayPlan plan = make_plan(a);
-  if (!a.plan_out.empty()) sim::replay::write_plan(plan, a.plan_out);
   const sim::replay::ReplayResult r = sim::replay::run_replay(plan, a.backend, options);
+  if (!a.plan_out.empty()) sim::replay::write_plan(plan, a.plan_out);  // after the run: a failed one leaves the old file
   if (!a.trace.empty()) io::write_json_atomic(a.trace, sim::replay::replay_trace_json(plan, r), -1);
   if (a.json) {
     nlohmann::json doc = sim::replay::replay_result_to_json(plan, r);

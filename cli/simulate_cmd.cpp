@@ -84,6 +84,7 @@ void check_modes(const SimulateArgs& a) {
 
 void run(const SimulateArgs& a) {
   check_modes(a);
+  if (!a.trace.empty()) check_output("simulate", "--trace", a.trace, {a.graph, a.cluster, a.placement, a.profile});
   graphs::Graph g = load_graph(a.graph);
   sim::Cluster c = sim::load_cluster(a.cluster);
   std::shared_ptr<const sim::CostModel> cost = sim::default_cost_model();

@@ -84,3 +84,24 @@ def test_compare_errors():
     assert bad.returncode == 1 and "bogus" in bad.stderr and "known placers:" in bad.stderr
     bad = placelab("compare", "--graph", GRAPH, "--cluster", "v100-nvlink-2", "--placers", ",", check=False)
     assert bad.returncode == 1 and "names no placer" in bad.stderr
+
+
+def test_outputs_are_checked_before_the_work_and_never_overwrite_inputs(tmp_path):
+    placement = tmp_path / "p.json"
+    placelab("place", "--graph", "random_dag:ops=10", "--placer", "heft", "--out", str(placement))
+    before = placement.read_text()
+    common = ("--graph", "random_dag:ops=10", "--cluster", "v100-nvlink-4")
+    for args, message in (
+            (("simulate", *common, "--placement", str(placement), "--trace", str(placement)), "is also an input"),
+            (("simulate", *common, "--random", "3", "--trace", str(tmp_path / "no" / "t.json")), "does not exist"),
+            (("place", "--graph", str(placement), "--placer", "heft", "--out", str(placement)), "is also an input"),
+            (("calibrate", "--quick", "--out", str(tmp_path / "c.json"), "--measurements", str(tmp_path / "c.json")),
+             "are both"),
+            (("calibrate", "--quick", "--out", ""), "--out is empty"),
+            (("replay", *common, "--placement", str(placement), "--trace", str(tmp_path / "r.json"),
+              "--plan-out", str(tmp_path / "r.json")), "are both")):
+        bad = placelab(*args, check=False)
+        assert bad.returncode == 1 and message in bad.stderr, (args, bad.stderr)
+        assert "calibrating" not in bad.stderr  # refused before any measuring
+    assert placement.read_text() == before
+    assert not (tmp_path / "c.json").exists()
