@@ -47,16 +47,34 @@ void run(const CompareArgs& a) {
   graphs::Graph g = load_graph(a.graph);
   sim::Cluster c = sim::load_cluster(a.cluster);
   sim::Simulator simulator(g, c);
+  // A placer that fails (no split fits, too many ideals...) costs its row, not the others'.
   nlohmann::json rows = nlohmann::json::array();
   std::vector<PlacerRun> runs;
-  for (const auto& name : names) {
-    note("compare: {} ({} of {})\n", name, runs.size() + 1, names.size());
-    runs.push_back(run_placer(simulator, name, nlohmann::json::object(), a.seed));
-    rows.push_back(run_to_json(runs.back(), c));
+  std::vector<std::pair<std::string, std::string>> failed;  // placer, error
+  for (size_t i = 0; i < names.size(); ++i) {
+    note("compare: {} ({} of {})\n", names[i], i + 1, names.size());
+    try {
+      runs.push_back(run_placer(simulator, names[i], nlohmann::json::object(), a.seed));
+      rows.push_back(run_to_json(runs.back(), c));
+    } catch (const Error& e) {
+      note("compare: {} failed: {}\n", names[i], e.what());
+      failed.emplace_back(names[i], e.what());
+      rows.push_back({{"placer", names[i]}, {"error", e.what()}});
+    }
   }
-  if (a.json) return print_json({{"graph", g.name()}, {"cluster", c.name()}, {"seed", a.seed}, {"rows", rows}});
-  fmt::print("{} ({} ops) on {}\n", g.name(), g.num_ops(), c.name());
-  print_runs_table(runs);
+  if (a.json) {
+    print_json({{"graph", g.name()}, {"cluster", c.name()}, {"seed", a.seed}, {"rows", rows}});
+  } else {
+    fmt::print("{} ({} ops) on {}\n", g.name(), g.num_ops(), c.name());
+    if (!runs.empty()) print_runs_table(runs);
+    for (const auto& [placer, error] : failed) fmt::print("  {:<16} failed: {}\n", placer, error);
+  }
+  if (!failed.empty()) {
+    std::string list;
+    for (const auto& f : failed) list += (list.empty() ? "" : ", ") + f.first;
+    throw Error(fmt::format("compare: {} of {} placers failed ({}); their errors are above", failed.size(),
+                            names.size(), list));
+  }
 }
 
 }  // namespace

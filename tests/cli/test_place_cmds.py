@@ -105,3 +105,18 @@ def test_outputs_are_checked_before_the_work_and_never_overwrite_inputs(tmp_path
         assert "calibrating" not in bad.stderr  # refused before any measuring
     assert placement.read_text() == before
     assert not (tmp_path / "c.json").exists()
+
+
+def test_compare_keeps_the_rows_of_placers_that_did_not_fail(tmp_path):
+    graph = tmp_path / "big.json"  # parameters larger than any device: no contiguous split fits, but heft places it
+    graph.write_text(json.dumps({"format": "placelab.graph", "version": 1, "name": "big", "ops": [
+        {"name": "a", "flops": 1e6, "output_bytes": 100, "param_bytes": 2e11},
+        {"name": "b", "flops": 1e6, "param_bytes": 2e11}], "edges": [{"src": 0, "dst": 1, "bytes": 100}]}))
+    out = placelab("compare", "--graph", str(graph), "--cluster", "v100-nvlink-2", "--placers", "heft,dp,round_robin",
+                   "--json", check=False)
+    assert out.returncode == 1 and "1 of 3 placers failed (dp)" in out.stderr
+    rows = json.loads(out.stdout)["rows"]
+    assert [r["placer"] for r in rows] == ["heft", "dp", "round_robin"]
+    assert rows[0]["step_time_s"] > 0 and rows[2]["step_time_s"] > 0 and "fits" in rows[1]["error"]
+    table = placelab("compare", "--graph", str(graph), "--cluster", "v100-nvlink-2", "--placers", "heft,dp", check=False)
+    assert table.returncode == 1 and "heft" in table.stdout and "dp               failed:" in table.stdout
