@@ -24,6 +24,7 @@ struct SimulateArgs {
   int64_t random = 0, micro_batches = 0;
   uint64_t seed = 1;
   bool json = false, edge_comm = false, no_measured = false, share_bandwidth = false, max_load = false;
+  bool random_given = false;
 };
 
 double median(std::vector<double> v) {
@@ -64,9 +65,10 @@ void print_max_load(const sim::MaxLoadResult& r, const sim::Cluster& c) {
 }
 
 void check_modes(const SimulateArgs& a) {
+  if (a.random < 0 || (a.random_given && a.random == 0))
+    throw Error(fmt::format("simulate: --random is {}, must be > 0", a.random));
   if (a.placement.empty() == (a.random == 0))
     throw Error("simulate: give exactly one of --placement P or --random N (random placements, with --seed S)");
-  if (a.random < 0) throw Error(fmt::format("simulate: --random is {}, must be > 0", a.random));
   const bool pipelined = a.max_load || a.micro_batches > 0;
   if (pipelined && a.placement.empty())
     throw Error("simulate: --max-load and --micro-batches evaluate one placement: give --placement P, not --random");
@@ -135,30 +137,32 @@ void run(const SimulateArgs& a) {
     return print_result(r, c);
   }
 
-  // Random placements: the spread of step times and the speed of one simulation.
+  // Random placements: the spread of step times and the speed of one simulation. Each is drawn as it
+  // is simulated (memory stays that of one, however many), the first kept for --trace.
   std::mt19937_64 rng(a.seed);
-  std::vector<std::vector<int32_t>> places;
-  for (int64_t i = 0; i < a.random; ++i) places.push_back(sim::random_placement(simulator, rng));
+  std::vector<int32_t> first;
   auto scratch = simulator.make_scratch();
   sim::SimResult r;
   std::vector<double> step_s, sim_s;
   int64_t ooms = 0;
   auto reported = std::chrono::steady_clock::now();
-  for (const auto& p : places) {
+  for (int64_t i = 0; i < a.random; ++i) {
+    const std::vector<int32_t> p = sim::random_placement(simulator, rng);
+    if (i == 0) first = p;
     auto t0 = std::chrono::steady_clock::now();
     simulator.simulate(p, *scratch, r);
     const auto t1 = std::chrono::steady_clock::now();
     sim_s.push_back(std::chrono::duration<double>(t1 - t0).count());
     if (t1 - reported >= std::chrono::seconds(1)) {  // long runs: a line a second
       reported = t1;
-      note("simulate: {} of {} placements\n", sim_s.size(), places.size());
+      note("simulate: {} of {} placements\n", sim_s.size(), a.random);
     }
     step_s.push_back(r.step_time_s);
     ooms += r.oom;
   }
   if (!a.trace.empty()) {
     sim::TraceRecorder trace(simulator);
-    simulator.simulate(places[0], &trace);
+    simulator.simulate(first, &trace);
     trace.write_chrome(a.trace);
   }
   const double sim_median_s = median(sim_s);
@@ -195,7 +199,7 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--micro-batches", args->micro_batches,
                   "Pipelined: simulate a stream of N micro-batches of the placement and report the period")
       ->check(CLI::Range(int64_t{1}, int64_t{1'000'000}));
-  cmd->add_option("--random", args->random, "Simulate N uniformly random placements instead");
+  CLI::Option* random = cmd->add_option("--random", args->random, "Simulate N uniformly random placements instead");
   add_seed(cmd, args->seed, "Seed of the random placements (default 1)");
   cmd->add_option("--trace", args->trace, "Write a Chrome trace-event JSON (Perfetto) of the (first) placement");
   cmd->add_option("--profile", args->profile, "A placelab.profile table overriding the roofline model");
@@ -204,7 +208,10 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_flag("--edge-comm", args->edge_comm, "Use the graph's measured edge transfer times where present");
   cmd->add_flag("--no-measured", args->no_measured, "Ignore the graph's measured op times");
   cmd->add_flag("--json", args->json, "Print the result as one JSON object");
-  cmd->callback([args] { run(*args); });
+  cmd->callback([args, random] {
+    args->random_given = random->count() > 0;
+    run(*args);
+  });
 }
 
 }  // namespace placelab::cli

@@ -68,6 +68,8 @@ def test_simulate_random_placements_reports_speed(tmp_path):
     assert doc["placements"] == 5 and doc["sim_ms_median"] > 0 and doc["ops_per_s"] > 0
     again = json.loads(placelab(*args).stdout)
     assert again["step_time_s_median"] == doc["step_time_s_median"]  # seeded
+    bad = placelab(*args[:6], "0", check=False)
+    assert bad.returncode == 1 and "--random is 0, must be > 0" in bad.stderr
 
 
 MSR = Path(os.environ.get("PLACELAB_SHARED_DATA", Path(__file__).parents[2] / ".." / "shared" / "data")) \
