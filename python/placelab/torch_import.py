@@ -283,10 +283,23 @@ def import_torch(module, example_inputs, training=False, name=None):
     concrete = {p.name: p.default for p in params[len(example_inputs):] if p.default is not inspect.Parameter.empty}
 
     tracer = _make_tracer_class()(example_inputs, input_names)
-    with torch.no_grad():
+    # Tracing runs the module for real: in train mode that would update BatchNorm statistics and draw from
+    # torch's generator (dropout). The user's module and generator are left as they were.
+    buffers = [(b, b.clone()) for b in module.buffers()]
+    with torch.no_grad(), torch.random.fork_rng(devices=[]):
         fx_graph = tracer.trace(module, concrete_args=concrete or None)
+        for buffer, saved in buffers:
+            buffer.copy_(saved)
 
     top_layers = {}
+    owned = set()  # ids of the parameters and buffers already counted: a module called twice, tied weights
+
+    def first_use_bytes(tensors):
+        """Bytes of those of `tensors` no op holds yet; they are held by this one from now on."""
+        new = [t for t in tensors if id(t) not in owned]
+        owned.update(id(t) for t in new)
+        return float(sum(t.numel() * t.element_size() for t in new))
+
     ops, edges, index = [], [], {}
     unsupported = Counter()
     skipped = 0
@@ -303,14 +316,17 @@ def import_torch(module, example_inputs, training=False, name=None):
         kwarg_values = map_arg(node.kwargs, lambda n: tracer.values[n])
         sub = module.get_submodule(node.target) if node.op == "call_module" else None
         out_bytes = _nbytes(value)
-        param_bytes = 0.0
+        param_bytes = weight_bytes = 0.0  # held (counted once per tensor) and read at every call
         if node.op in ("placeholder", "get_attr"):
             flops = 0.0
             if node.op == "get_attr":
-                param_bytes = out_bytes
+                weight_bytes = out_bytes
+                param_bytes = first_use_bytes([value]) if isinstance(value, torch.Tensor) else out_bytes
         elif sub is not None:
             flops = _module_flops(sub, list(arg_values), kwarg_values, value)
-            param_bytes = float(sum(t.numel() * t.element_size() for t in list(sub.parameters()) + list(sub.buffers())))
+            weights = list(sub.parameters()) + list(sub.buffers())
+            weight_bytes = float(sum(t.numel() * t.element_size() for t in weights))
+            param_bytes = first_use_bytes(weights)
         else:
             flops = _function_flops(_function_name(node), list(arg_values), kwarg_values, value)
         type_name = _type_name(node, sub)
@@ -322,7 +338,7 @@ def import_torch(module, example_inputs, training=False, name=None):
         in_bytes = sum(_nbytes(tracer.values[n]) for n in dict.fromkeys(inputs) if n in index)
         op = {"name": node.name, "type": type_name, "flops": float(flops), "output_bytes": out_bytes}
         if not view and node.op != "placeholder":
-            op["bytes_read"] = in_bytes + param_bytes
+            op["bytes_read"] = in_bytes + weight_bytes
             op["bytes_written"] = out_bytes
         if param_bytes:
             op["param_bytes"] = param_bytes

@@ -300,3 +300,11 @@ def test_an_interrupt_stops_a_long_batch():
     with pytest.raises(KeyboardInterrupt):  # raised between chunks, before the whole batch is done
         sim.simulate_batch(placements)
     timer.join()
+
+
+def test_an_error_quoting_bytes_that_are_not_utf8_keeps_its_message(tmp_path):
+    path = tmp_path / "latin1.json"
+    path.write_bytes(b'{"format":"placelab.graph","version":1,"name":"caf\xe9","ops":[{"name":"a"}]}')
+    with pytest.raises(ValueError) as e:
+        placelab.read_graph(str(path))
+    assert str(path) in str(e.value) and "UTF-8" in str(e.value)  # was an empty ValueError

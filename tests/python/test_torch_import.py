@@ -143,3 +143,42 @@ def test_bad_arguments_raise_value_error():
         placelab.from_torch(torch.nn.ReLU(), (torch.randn(2), torch.randn(2)))
     with pytest.raises(ValueError, match=r"node _0 \(call_module 0\) failed: mat1 and mat2"):
         placelab.from_torch(torch.nn.Sequential(torch.nn.Linear(3, 3)), torch.randn(2, 5))
+
+
+class Looped(torch.nn.Module):
+    """One cell applied three times, and an output head tied to the embedding."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(50, 16)
+        self.cell = torch.nn.Linear(16, 16)
+        self.head = torch.nn.Linear(16, 50, bias=False)
+        self.head.weight = self.embed.weight
+
+    def forward(self, tokens):
+        h = self.embed(tokens)
+        for _ in range(3):
+            h = torch.relu(self.cell(h))
+        return self.head(h)
+
+
+def test_reused_and_tied_weights_are_held_once_and_read_at_every_call():
+    m = Looped()
+    g = placelab.from_torch(m, torch.randint(0, 50, (2, 5)))
+    assert g.param_bytes.sum() == 4 * n_params(m)  # parameters() counts the tied weight once too
+    cells = [i for i, t in enumerate(g.op_types) if t == "Linear"][:3]
+    assert [g.param_bytes[i] for i in cells] == [4 * (16 * 16 + 16), 0, 0]  # the first call holds them
+    assert all(g.bytes_read[i] >= 4 * (16 * 16 + 16) for i in cells)  # every call reads them
+
+
+def test_import_leaves_a_training_module_and_the_generator_as_they_were():
+    m = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.Dropout(0.5)).train()
+    before = {k: v.clone() for k, v in m.state_dict().items()}
+    x = torch.randn(2, 3, 8, 8)
+    torch.manual_seed(3)
+    placelab.from_torch(m, x)
+    after_import = torch.rand(1)
+    torch.manual_seed(3)
+    assert torch.equal(after_import, torch.rand(1))
+    for key, value in m.state_dict().items():
+        assert torch.equal(value, before[key]), key
