@@ -399,13 +399,17 @@ void init_sim(py::module_& m) {
       }, py::arg("seed"), "A uniformly random valid placement (pins respected), fixed by `seed`.")
       .def("random_placements", [](const Simulator& s, int64_t n, uint64_t seed) {
         if (n < 0) throw Error(fmt::format("n must be >= 0, got {}", n));
+        // Allocated first (a size too large fails at once, as numpy's MemoryError), filled in place, and
+        // Ctrl-C is seen between rows.
+        py::array_t<int32_t> out({static_cast<py::ssize_t>(n), static_cast<py::ssize_t>(s.num_ops())});
+        int32_t* rows = out.mutable_data();
         std::mt19937_64 rng(seed);
-        std::vector<int32_t> all;
         for (int64_t i = 0; i < n; ++i) {
-          auto p = sim::random_placement(s, rng);
-          all.insert(all.end(), p.begin(), p.end());
+          const std::vector<int32_t> p = sim::random_placement(s, rng);
+          std::copy(p.begin(), p.end(), rows + i * static_cast<int64_t>(s.num_ops()));
+          if (i % 256 == 255 && PyErr_CheckSignals() != 0) throw py::error_already_set();
         }
-        return to_numpy_2d(all, n, s.num_ops());
+        return out;
       }, py::arg("n"), py::arg("seed"), "An (n, ops) array of random valid placements from one seeded generator.");
 
   py::class_<sim::IncrementalSimulator>(m, "IncrementalSimulator",

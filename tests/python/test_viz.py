@@ -89,6 +89,11 @@ def test_frames(simulator, run):
     devices = placelab.devices_frame(simulator, r)
     assert list(devices["device"]) == simulator.cluster.device_names
     assert devices["utilisation"].max() <= 1 + 1e-12
+    placements = simulator.random_placements(3, seed=2)
+    batch = placelab.results_frame(simulator.simulate_batch(placements))  # one row per placement
+    assert list(batch["step_time_s"]) == [simulator.simulate(q)["step_time_s"] for q in placements]
+    with pytest.raises(TypeError, match="not a simulate_batch"):
+        placelab.devices_frame(simulator, simulator.simulate_batch(placements))
 
 
 def test_compare_table(simulator):
@@ -101,3 +106,5 @@ def test_compare_table(simulator):
         p, _ = placelab.place(simulator, name, seed=1)
         assert table.loc[name, "step_time_s"] == simulator.simulate(p)["step_time_s"]
     assert table["speedup_vs_slowest"].min() == pytest.approx(1.0)
+    assert list(placelab.compare(simulator, names[0]).index) == [names[0]]  # one name, not its letters
+    assert placelab.compare(simulator, []).empty
