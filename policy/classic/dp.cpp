@@ -61,6 +61,16 @@ struct Budget {
   Clock::time_point start;
   double time_limit_s;
   const std::function<bool()>& interrupted;
+  const std::function<void(std::string_view)>& progress;
+  mutable Clock::time_point last_report = start;
+
+  // A status line at most once a second, for long stages with no step of their own to report.
+  template <class Stage>
+  void report(Stage&& stage) const {
+    if (!progress || seconds_since(last_report) < 1) return;
+    last_report = Clock::now();
+    progress(stage());
+  }
 
   template <class Stage>
   void check(Stage&& stage) const {
@@ -93,8 +103,11 @@ Ideals enumerate_ideals(const ThroughputModel& m, int64_t max_ideals, const Budg
   for (int32_t k = 0; k < n; ++k) {
     const int32_t begin = id.layer_begin[k], end = id.layer_begin[k + 1];
     for (int32_t i = begin; i < end; ++i) {
-      if (i % 1024 == 0)
-        budget.check([&] { return fmt::format("enumerating ideals: {} so far", hash.size()); });
+      if (i % 1024 == 0) {
+        const auto stage = [&] { return fmt::format("enumerating ideals: {} so far", hash.size()); };
+        budget.check(stage);
+        budget.report(stage);
+      }
       for (int32_t v = 0; v < n; ++v) {
         auto in = [&](int32_t u) { return (id.bits[i * W + u / 64] >> (u % 64)) & 1; };
         if (in(v)) continue;
@@ -349,7 +362,7 @@ IdealDpResult solve_ideal_dp(const sim::Simulator& simulator, const IdealDpOptio
                              const std::function<void(std::string_view)>& progress,
                              const std::function<bool()>& interrupted) {
   const char* name = options.linearize ? "pipedream" : "dp";
-  const Budget budget{name, simulator.graph().name(), Clock::now(), options.time_limit_s, interrupted};
+  const Budget budget{name, simulator.graph().name(), Clock::now(), options.time_limit_s, interrupted, progress};
   ThroughputModel m(simulator, options.linearize, options.fuse_biconnected);
   Ideals ideals = enumerate_ideals(m, options.max_ideals, budget);
   IdealDp dp(m, ideals, name);

@@ -251,6 +251,8 @@ class LocalSearchPlacer final : public Placer {
         if (!moved) break;
       }
       if (current < best) best = current, best_dev = a.device_of_group();
+      request.report(fmt::format("restart {} of {}: max load {:.6g} s{}, best {:.6g} s", r + 1, restarts,
+                                 current.max_load_s, current.excess_bytes > 0 ? " (over memory)" : "", best.max_load_s));
     }
     PlaceResult out;
     out.device_of.assign(m.graph().num_ops(), 0);

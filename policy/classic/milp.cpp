@@ -173,6 +173,9 @@ class MilpPlacer final : public Placer {
 
     Cbc_setMaximumSeconds(p.get(), time_limit_s);
     Cbc_setAllowableFractionGap(p.get(), 1e-9);
+    // CBC reports nothing while it solves (and stops only at its limit): say what to expect.
+    request.report(fmt::format("solving {} variables, {} constraints with CBC (at most {:.6g} s of CPU time)",
+                               Cbc_getNumCols(p.get()), Cbc_getNumRows(p.get()), time_limit_s));
     Cbc_solve(p.get());
     const double* sol = Cbc_getColSolution(p.get());
     if (Cbc_isProvenInfeasible(p.get()) || sol == nullptr || Cbc_bestSolution(p.get()) == nullptr)

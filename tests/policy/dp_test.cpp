@@ -294,7 +294,14 @@ TEST_CASE("policy::dp: small random graphs: local search (contiguous) and PipeDr
     const double best = place("dp", simulator).info.at("objective").get<double>();
     const policy::PlaceResult pd = place("pipedream", simulator);
     CHECK(sim::max_load(simulator, pd.device_of).max_load_s >= best * (1 - 1e-12));
-    const policy::PlaceResult ls = place("local_search", simulator, {{"restarts", 2}, {"contiguous", true}}, seed);
+    std::vector<std::string> notes;
+    const policy::PlaceResult ls = policy::make_placer("local_search")
+                                       ->place({.simulator = simulator,
+                                                .options = {{"restarts", 2}, {"contiguous", true}},
+                                                .seed = seed,
+                                                .progress = [&](std::string_view s) { notes.emplace_back(s); }});
+    REQUIRE(notes.size() == 2);  // one line per restart: a long search is never silent
+    CHECK_THAT(notes[1], Catch::StartsWith("restart 2 of 2: max load"));
     CHECK(ideal_chain(g, ls.device_of, cluster.num_devices()));
     CHECK(sim::max_load(simulator, ls.device_of).max_load_s >= best * (1 - 1e-12));
   }
