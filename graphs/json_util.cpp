@@ -154,7 +154,10 @@ std::string dump_json(const json& doc, int indent) { return doc.dump(indent, ' '
 
 bool names_a_file(const std::string& spec) {
   std::error_code ec;  // a path the system cannot even look at (a link loop, too long) is still a path
-  return std::filesystem::exists(spec, ec) || ec || spec.ends_with(".json") || spec.find('/') != std::string::npos;
+  const std::filesystem::file_status status = std::filesystem::status(spec, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory) return true;
+  return (std::filesystem::exists(status) && !std::filesystem::is_directory(status)) || spec.ends_with(".json") ||
+         spec.find('/') != std::string::npos;
 }
 
 void write_json_atomic(const std::string& path, const json& doc, int indent) {

@@ -28,8 +28,9 @@ json parse_json(std::string_view text, const std::string& origin);
 std::string dump_json(const json& doc, int indent = -1);
 
 /**
- * Whether a graph or cluster argument names a file rather than a zoo model or preset: it exists, ends
- * in ".json" or has a "/" (so that a missing ./x.graph is reported as a missing file).
+ * Whether a graph or cluster argument names a file rather than a zoo model or preset: it exists and is
+ * not a folder (a results folder named after a model leaves the model reachable), ends in ".json" or
+ * has a "/" (so that a missing ./x.graph is reported as a missing file).
  */
 bool names_a_file(const std::string& spec);
 

@@ -53,11 +53,14 @@ std::string msr_op_type(std::string_view name) {
   return word.empty() ? "MsrNode" : word;
 }
 
-int32_t as_int32(const io::JsonNode& node, std::string_view what) {
+int32_t as_int32(const io::JsonNode& node, int64_t max = INT32_MAX) {
   int64_t v = node.as_int();
-  if (v < 0 || v > INT32_MAX) node.fail(fmt::format("{} is {}, must be in 0..{}", what, v, INT32_MAX));
+  if (v < 0 || v > max) node.fail(fmt::format("is {}, must be in 0..{}", v, max));
   return static_cast<int32_t>(v);
 }
+
+// Devices of an instance's machine: a simulator keeps a route per pair of them (sim::kMaxDevices).
+constexpr int64_t kMaxMsrDevices = 4096;
 
 std::string graph_name_of(const std::string& origin) {
   std::string stem = std::filesystem::path(origin).stem().string();
@@ -88,8 +91,8 @@ MsrInstance msr_from_json(const json& doc, const std::string& origin) {
   root.check_fields({"maxSizePerFPGA", "maxFPGAs", "maxCPUs", "nodes", "edges"});
   MsrInstance instance;
   instance.accelerator_memory_bytes = root.at("maxSizePerFPGA").as_amount();
-  instance.max_accelerators = as_int32(root.at("maxFPGAs"), "maxFPGAs");
-  instance.max_cpus = as_int32(root.at("maxCPUs"), "maxCPUs");
+  instance.max_accelerators = as_int32(root.at("maxFPGAs"), kMaxMsrDevices);
+  instance.max_cpus = as_int32(root.at("maxCPUs"), kMaxMsrDevices - instance.max_accelerators);
 
   GraphBuilder builder(graph_name_of(origin));
   io::JsonNode nodes = root.at("nodes");
@@ -108,8 +111,8 @@ MsrInstance msr_from_json(const json& doc, const std::string& origin) {
       spec.name = node.has("name") ? node.at("name").as_string() : fmt::format("node{}", id);
       spec.type = msr_op_type(spec.name);
       spec.phase = node.at("isBackwardNode").as_bool() ? Phase::backward : Phase::forward;
-      if (node.has("colorClass")) spec.colocation = as_int32(node.at("colorClass"), "colorClass");
-      if (node.has("layerId")) spec.layer = as_int32(node.at("layerId"), "layerId");
+      if (node.has("colorClass")) spec.colocation = as_int32(node.at("colorClass"));
+      if (node.has("layerId")) spec.layer = as_int32(node.at("layerId"));
       spec.param_bytes = node.get_amount("size", 0);
       if (!node.at("supportedOnFpga").as_bool()) spec.pinned_kind = kMsrCpuKind;
       spec.measured_s = {{std::string(kMsrCpuKind), node.at("cpuLatency").as_amount() * kMsrSecondsPerUnit},

@@ -58,6 +58,10 @@ void validate_link(const Link& l, size_t i) {
 Cluster::Cluster(ClusterSpec spec) : spec_(std::move(spec)) {
   const size_t n = spec_.devices.size();
   if (n == 0) throw Error(fmt::format("cluster \"{}\": no devices; list at least one", spec_.name));
+  if (n > kMaxDevices) {
+    throw Error(fmt::format("cluster \"{}\": {} devices, at most {} (a route is kept per pair of devices)", spec_.name,
+                            n, kMaxDevices));
+  }
   std::unordered_map<std::string, int32_t> device_index, link_index;
   for (size_t i = 0; i < n; ++i) {
     validate_device(spec_.devices[i], i);
@@ -246,6 +250,7 @@ Cluster cluster_from_json(const nlohmann::json& doc, const std::string& origin) 
   }
   io::JsonNode devices = root.at("devices");
   if (devices.size() == 0) devices.fail("is empty; list at least one device");
+  if (devices.size() > kMaxDevices) devices.fail(fmt::format("has {} devices, at most {}", devices.size(), kMaxDevices));
   for (size_t i = 0; i < devices.size(); ++i) {
     io::JsonNode d = devices.at(i);
     d.check_fields({"name", "kind", "peak_flops_per_s", "memory_bandwidth_bytes_per_s", "memory_bytes",

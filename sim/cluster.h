@@ -50,6 +50,9 @@ struct RouteSpec {
   std::vector<std::string> links;
 };
 
+/** The most devices a cluster may have: it keeps a route per ordered pair (16M at this size). */
+inline constexpr size_t kMaxDevices = 4096;
+
 /** Everything needed to build a Cluster; Cluster validates it. */
 struct ClusterSpec {
   std::string name;

@@ -1,11 +1,12 @@
 """The `placelab cluster` and `placelab simulate` verbs: presets, files, placements, traces, bad input."""
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from cli_runner import placelab
+from cli_runner import BIN, placelab
 
 
 def test_cluster_preset_round_trips_through_a_file(tmp_path):
@@ -118,3 +119,23 @@ def test_a_file_of_neither_format_names_both(tmp_path):
     for verb in ("graph", "cluster"):
         bad = placelab(verb, "--file", str(path), check=False)
         assert bad.returncode == 1 and f"placelab.{verb}" in bad.stderr and "msr-dnn-partitioning" in bad.stderr
+
+
+def test_a_folder_named_like_a_model_or_preset_leaves_them_reachable(tmp_path):
+    (tmp_path / "gnmt").mkdir()  # e.g. results folders named after the runs
+    (tmp_path / "v100-nvlink-2").mkdir()
+    out = subprocess.run([os.path.abspath(BIN), "simulate", "--graph", "gnmt:layers=1,steps=2", "--cluster", "v100-nvlink-2", "--random",
+                          "1", "--json"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    bad = subprocess.run([os.path.abspath(BIN), "graph", "--file", "gnmt/"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 1 and "directory" in bad.stderr  # a path that is a folder is still refused
+
+
+@pytest.mark.skipif(not MSR.exists(), reason=f"msr-dnn-partitioning data not found at {MSR}")
+def test_an_msr_machine_too_large_is_refused_naming_the_field(tmp_path):
+    doc = json.loads((MSR / "throughput-inputs" / "LayerGraphs" / "bert24_inference.json").read_text())
+    doc["maxFPGAs"] = 20000
+    path = tmp_path / "huge.json"
+    path.write_text(json.dumps(doc))
+    bad = placelab("cluster", "--file", str(path), check=False)
+    assert bad.returncode == 1 and f"{path}: maxFPGAs: is 20000, must be in 0..4096" in bad.stderr
