@@ -34,10 +34,10 @@ void run(const CalibrateArgs& a) {
   const unsigned cores = std::thread::hardware_concurrency();
   if (a.backend == "cpu" && cores > 0 && threads > cores)
     note("placelab: warning: {} devices x {} threads need {} cores but this machine has {}: the devices "
-               "share cores, so the measured rates are not those of separate devices\n",
-               options.devices, std::max(1, options.replay.threads_per_device), threads, cores);
+         "share cores, so the measured rates are not those of separate devices\n",
+         options.devices, std::max(1, options.replay.threads_per_device), threads, cores);
   note("placelab: calibrating the {} backend with {} devices{}...\n", a.backend, options.devices,
-             options.quick ? " (quick)" : "");
+       options.quick ? " (quick)" : "");
   const sim::replay::Calibration cal = sim::replay::calibrate(a.backend, options);
   const sim::Cluster cluster = sim::replay::calibrated_cluster(cal);
   const nlohmann::json doc = sim::replay::calibration_to_json(cal);

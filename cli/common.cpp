@@ -23,9 +23,12 @@ void check_output(std::string_view verb, std::string_view option, const std::str
   if (path.empty()) throw Error(fmt::format("{}: {} is empty; give a file name", verb, option));
   std::error_code ec;
   const fs::path folder = fs::path(path).parent_path();
-  if (!folder.empty() && !fs::is_directory(folder, ec))
-    throw Error(fmt::format("{}: {} {}: folder {} does not exist; create it first", verb, option, path, folder.string()));
-  if (fs::is_directory(path, ec)) throw Error(fmt::format("{}: {} {}: is a directory; give a file name", verb, option, path));
+  if (!folder.empty() && !fs::is_directory(folder, ec)) {
+    throw Error(fmt::format("{}: {} {}: folder {} does not exist; create it first", verb, option, path,
+                            folder.string()));
+  }
+  if (fs::is_directory(path, ec))
+    throw Error(fmt::format("{}: {} {}: is a directory; give a file name", verb, option, path));
   for (std::string_view input : inputs) {
     if (!input.empty() && fs::equivalent(path, input, ec)) {
       throw Error(fmt::format("{}: {} {} is also an input of this run ({}); writing it would destroy that: give "

@@ -55,8 +55,8 @@ void run(const ReplayArgs& a) {
     note("replay: {}\n", status);
   };
   sim::replay::check_options(options);
-  if (!a.trace.empty()) check_output("replay", "--trace", a.trace, {a.graph, a.cluster, a.placement, a.plan, a.profile});
-  if (!a.plan_out.empty()) check_output("replay", "--plan-out", a.plan_out, {a.graph, a.cluster, a.placement, a.plan, a.profile});
+  for (const auto& [option, path] : {std::pair{"--trace", &a.trace}, std::pair{"--plan-out", &a.plan_out}})
+    if (!path->empty()) check_output("replay", option, *path, {a.graph, a.cluster, a.placement, a.plan, a.profile});
   check_distinct_outputs("replay", "--trace", a.trace, "--plan-out", a.plan_out);
   const sim::replay::ReplayPlan plan = make_plan(a);
   const sim::replay::ReplayResult r = sim::replay::run_replay(plan, a.backend, options);

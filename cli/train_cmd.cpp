@@ -191,8 +191,8 @@ void run(const TrainArgs& a) {
   }
   if (interrupted) {
     note("train: interrupted after step {}; {}\n", summary.steps,
-               a.checkpoint.empty() ? std::string("nothing was saved (give --checkpoint DIR to keep a run)")
-                                    : fmt::format("checkpoint written, continue with --resume --checkpoint {}", a.checkpoint));
+         a.checkpoint.empty() ? std::string("nothing was saved (give --checkpoint DIR to keep a run)")
+                              : fmt::format("checkpoint written, continue with --resume --checkpoint {}", a.checkpoint));
     throw CLI::RuntimeError(128 + stop_signal);  // the shell's code for a signal
   }
 }

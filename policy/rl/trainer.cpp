@@ -388,8 +388,9 @@ TrainSummary train(Learner& learner, const std::vector<Task>& tasks, const Train
   if (logging) {
     std::error_code ec;
     if (fs::exists(options.checkpoint_dir, ec) && !fs::is_directory(options.checkpoint_dir, ec)) {
+      const fs::path folder = fs::path(options.checkpoint_dir).parent_path();
       throw Error(fmt::format("{}: is a file; the checkpoint is the run's directory (e.g. {})", options.checkpoint_dir,
-                              fs::path(options.checkpoint_dir).parent_path().string()));
+                              folder.empty() ? "." : folder.string()));
     }
   }
   const std::string log_path = logging ? (fs::path(options.checkpoint_dir) / "log.jsonl").string() : "";
