@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "graphs/error.h"
+#include "policy/classic/units.h"
 
 namespace placelab::policy {
 
@@ -312,14 +313,17 @@ ThroughputModel::ThroughputModel(const sim::Simulator& simulator, bool linearize
   for (graphs::OpId op = 0; op < n; ++op) {
     const int32_t v = group_of_[op];
     memory_bytes_[v] += g.param_bytes(op);
+    const std::string& pin = g.pinned_kind(op);
+    bool placeable = pin.empty();
     for (size_t t = 0; t < C; ++t) {
-      const std::string& pin = g.pinned_kind(op);
       if (!pin.empty() && pin != classes_[t].kind) {
         forbidden_[v * C + t] = 1;
       } else {
+        placeable = true;
         time_s_[v * C + t] += simulator.op_time_s(op, representative[t]);
       }
     }
+    if (!placeable) fail_unplaceable_pin(g, c, op);  // not "no split fits the memory", the real reason
   }
 
   // 6. Hyperedges: an op and the groups of its consumers; cost = the largest cost of an edge leaving

@@ -56,9 +56,7 @@ Units::Units(const sim::Simulator& simulator) : sim_(&simulator), devices_(simul
       graphs::OpId op = ops(u)[0];
       for (graphs::OpId o : ops(u))
         if (!g.pinned_kind(o).empty()) op = o;
-      throw Error(fmt::format("op \"{}\" (and its colocation class) is pinned to kinds no device of cluster \"{}\" has "
-                              "(pin \"{}\"): add such a device or remove the pin",
-                              g.op_name(op), c.name(), g.pinned_kind(op)));
+      fail_unplaceable_pin(g, c, op);
     }
     mean_time_s_[u] /= count;
   }
@@ -92,6 +90,12 @@ std::vector<int32_t> Units::expand(std::span<const int32_t> unit_device) const {
   std::vector<int32_t> device_of(unit_of_.size());
   for (size_t op = 0; op < unit_of_.size(); ++op) device_of[op] = unit_device[unit_of_[op]];
   return device_of;
+}
+
+void fail_unplaceable_pin(const graphs::Graph& graph, const sim::Cluster& cluster, graphs::OpId op) {
+  throw Error(fmt::format("op \"{}\" (and its colocation class) is pinned to kinds no device of cluster \"{}\" has "
+                          "(pin \"{}\"): add such a device or remove the pin",
+                          graph.op_name(op), cluster.name(), graph.pinned_kind(op)));
 }
 
 int64_t option_int(std::string_view placer, const nlohmann::json& options, std::string_view key, int64_t fallback,

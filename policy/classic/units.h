@@ -64,6 +64,9 @@ class Units {
   double mean_latency_s_ = 0, mean_inv_bandwidth_ = 0;
 };
 
+/** Throws the error for `op`, whose pin no device of `cluster` has: add such a device or remove the pin. */
+[[noreturn]] void fail_unplaceable_pin(const graphs::Graph& graph, const sim::Cluster& cluster, graphs::OpId op);
+
 /** The largest count option (steps, rollouts, layers...): anything above is a typo, and it fits int32_t. */
 inline constexpr int64_t kMaxCountOption = std::numeric_limits<int32_t>::max();
 /** The largest width of a learned policy's layers (hidden, ff, heads...): 4096^2 floats is 64 MiB a matrix. */

@@ -255,6 +255,17 @@ TEST_CASE("policy::dp: too many ideals is an error suggesting coarsening, bad op
   CHECK_THROWS_AS(place("dp", l.simulator, {{"max_ideals", -3}}), Error);
   CHECK_THROWS_AS(place("pipedream", l.simulator, {{"time_limit_s", "soon"}}), Error);
   CHECK_THROWS_WITH(place("dp", l.simulator, {{"time_limit_s", 1e-9}}), Catch::Contains("time limit"));
+
+  // An op pinned to a kind the cluster lacks is named as such, not as "no split fits the memory".
+  graphs::GraphBuilder b("pinned");
+  b.add_op({.name = "a", .type = "Op", .flops = 1e6});
+  b.add_op({.name = "b", .type = "Op", .flops = 1e6, .pinned_kind = "cpu"});
+  b.add_edge(0, 1, 100);
+  const graphs::Graph pinned = std::move(b).build();
+  const sim::Cluster gpus = sim::make_preset("v100-nvlink-2");
+  const sim::Simulator on_gpus(pinned, gpus);
+  for (const char* placer : {"dp", "pipedream"})
+    CHECK_THROWS_WITH(place(placer, on_gpus), Catch::Contains("op \"b\"") && Catch::Contains("pinned to kinds"));
 }
 
 TEST_CASE("policy::local_search: seeded, respects colour classes and memory, contiguous never beats the DP",
