@@ -94,8 +94,11 @@ nlohmann::json parse_options(const std::string& text) {
     throw Error(fmt::format("--options is not valid JSON ({}): give an object, e.g. --options '{{\"steps\": 100}}'",
                             e.what()));
   }
-  if (!doc.is_object())
-    throw Error(fmt::format("--options is {}, expected a JSON object, e.g. --options '{{\"steps\": 100}}'", doc.dump()));
+  if (!doc.is_object()) {
+    std::string shown = doc.dump();
+    if (shown.size() > 60) shown = shown.substr(0, 57) + "...";  // the message stays one readable line
+    throw Error(fmt::format("--options is {}, expected a JSON object, e.g. --options '{{\"steps\": 100}}'", shown));
+  }
   return io::parse_json(text, "--options");  // the syntax is fine: this rejects a key given twice
 }
 

@@ -106,6 +106,12 @@ void validate_plan(const ReplayPlan& plan, const std::string& origin) {
       fail(fmt::format("{} is {}, must be at most {} (2^62: the replay kernels count work in int64)", what, v, kMaxAmount));
   };
   check_amount(plan.predicted_step_s, "predicted_step_s");
+  // The predicted times are compared with the measured ones: an end before its start is a broken plan.
+  auto check_times = [&](double start_s, double end_s, const std::string& what) {
+    check_amount(start_s, what + " start_s");
+    if (!(end_s >= start_s && std::isfinite(end_s)))
+      fail(fmt::format("{} ends at {} s, before it starts at {} s; fix its end_s", what, end_s, start_s));
+  };
 
   std::set<std::string_view> names;
   for (int32_t d = 0; d < num_devices; ++d) {
@@ -129,6 +135,7 @@ void validate_plan(const ReplayPlan& plan, const std::string& origin) {
     if (!listed[i]) fail(fmt::format("{} is not in device \"{}\"'s op list; add it", what, plan.devices[p.device].name));
     check_work(p.flops, what + " flops");
     check_work(p.bytes, what + " bytes");
+    check_times(p.predicted_start_s, p.predicted_end_s, what);
     for (int32_t q : p.after_ops)
       if (q < 0 || q >= num_ops || q == i) fail(fmt::format("{} waits for op {}, which is not another op of the plan", what, q));
     for (int32_t t : p.after_transfers) {
@@ -144,6 +151,7 @@ void validate_plan(const ReplayPlan& plan, const std::string& origin) {
     if (x.src != plan.ops[x.producer].device)
       fail(fmt::format("transfer {} leaves device {}, but its producer \"{}\" is on device {}", t, x.src, plan.ops[x.producer].name, plan.ops[x.producer].device));
     check_work(x.bytes, fmt::format("transfer {} bytes", t));
+    check_times(x.predicted_start_s, x.predicted_end_s, fmt::format("transfer {}", t));
   }
 
   // Deadlock freedom: Kahn's algorithm over ops (0..n) and transfers (n..n+t) with the dependencies,

@@ -155,6 +155,10 @@ TEST_CASE("sim::replay::plan: strict reading names the place at fault", "[replay
   doc = good;
   doc["devices"][0]["name"] = "";
   CHECK_THROWS_WITH(plan_from_json(doc, "p.json"), Contains("p.json: device 0: empty name"));
+  doc = good;
+  doc["ops"][4]["start_s"] = 5;
+  doc["ops"][4]["end_s"] = 1;
+  CHECK_THROWS_WITH(plan_from_json(doc, "p.json"), Contains("p.json: op 4") && Contains("before it starts at 5 s"));
 
   // Op 1 waits for op 0, but device d0 is told to run op 1 first: the plan could never finish.
   ReplayPlan cyclic = plan_from_json(good, "p.json");
