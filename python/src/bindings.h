@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <span>
 #include <string>
 #include <vector>
@@ -12,10 +13,14 @@
 #include <nlohmann/json.hpp>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/stl/filesystem.h>
 
 namespace placelab::python {
 
 namespace py = pybind11;
+
+/** A file argument: a str or any os.PathLike (pathlib.Path), as Python's own file functions take. */
+using Path = std::filesystem::path;
 
 void init_graphs(py::module_& m);
 void init_sim(py::module_& m);

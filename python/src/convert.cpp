@@ -11,9 +11,11 @@ namespace placelab::python {
 
 nlohmann::json to_json(const py::handle& obj, const std::string& what) {
   py::object dumps = py::module_::import("json").attr("dumps");
-  // numpy scalars and arrays (np.int64(3), np.arange(4)) are JSON-able through tolist().
+  // numpy scalars and arrays (np.int64(3), np.arange(4)) are JSON-able through tolist(), paths
+  // (pathlib.Path, e.g. a checkpoint option) as their text.
   py::cpp_function numpy_default([](const py::handle& o) -> py::object {
     if (py::hasattr(o, "tolist")) return o.attr("tolist")();
+    if (py::hasattr(o, "__fspath__")) return py::module_::import("os").attr("fspath")(o);
     throw py::type_error(fmt::format("{} is not JSON-able", py::cast<std::string>(py::repr(o))));
   });
   std::string text;

@@ -134,7 +134,7 @@ void init_graphs(py::module_& m) {
       .def("stats", [](const Graph& g) { return stats_dict(g.stats()); }, "Totals as a dict (as `placelab graph --stats`).")
       .def("to_dict", [](const Graph& g) { return from_json(graphs::graph_to_json(g)); },
            "The placelab.graph document as a dict; graph_from_dict(g.to_dict()) equals g.")
-      .def("write", [](const Graph& g, const std::string& path) { graphs::write_graph(g, path); }, py::arg("path"),
+      .def("write", [](const Graph& g, const Path& path) { graphs::write_graph(g, path); }, py::arg("path"),
            "Writes the graph to a placelab.graph JSON file.");
 
   m.def("models", [] {
@@ -155,9 +155,9 @@ void init_graphs(py::module_& m) {
     return graphs::zoo::make_model(name, p);
   }, py::arg("name"), py::arg("params") = std::map<std::string, double>{},
         "Builds a zoo model's forward graph; `params` maps parameter names to numbers.");
-  m.def("read_graph", [](const std::string& path) { return graphs::read_graph(path); }, py::arg("path"),
+  m.def("read_graph", [](const Path& path) { return graphs::read_graph(path); }, py::arg("path"),
         "Reads a placelab.graph JSON file, or the graph of an msr-dnn-partitioning instance file (read_msr).");
-  m.def("write_graph", [](const Graph& g, const std::string& path) { graphs::write_graph(g, path); },
+  m.def("write_graph", [](const Graph& g, const Path& path) { graphs::write_graph(g, path); },
         py::arg("graph"), py::arg("path"), "Writes a graph to a placelab.graph JSON file.");
   m.def("graph_from_dict", [](const py::dict& doc, const std::string& origin) {
     return graphs::graph_from_json(to_json(doc, origin), origin);
@@ -197,9 +197,9 @@ void init_graphs(py::module_& m) {
         if (op < 0) throw Error(fmt::format("msr instance {} has no node with id {}", i.graph.name(), id));
         return op;
       }, py::arg("id"), "The op of msr node `id`; ValueError when there is none.");
-  m.def("read_msr", [](const std::string& path) { return graphs::read_msr(path); }, py::arg("path"),
+  m.def("read_msr", [](const Path& path) { return graphs::read_msr(path); }, py::arg("path"),
         "Reads an msr-dnn-partitioning instance file (throughput-inputs/*/NAME.json).");
-  m.def("read_msr_split", [](const std::string& path, const graphs::MsrInstance& instance) {
+  m.def("read_msr_split", [](const Path& path, const graphs::MsrInstance& instance) {
     return to_numpy(graphs::split_placement(graphs::read_msr_split(path, instance), instance));
   }, py::arg("path"), py::arg("instance"),
         "Reads a human-expert split (human-experts/NAME_expert.json) of `instance` as a placement on "

@@ -231,7 +231,7 @@ void init_policy(py::module_& m) {
         "seed, wall_s, and per task best_cost_s, best_step and best_placement (int32 arrays). Place with the result via "
         "place(simulator, policy, {'checkpoint': folder}).");
 
-  m.def("read_checkpoint", [](const std::string& path) {
+  m.def("read_checkpoint", [](const Path& path) {
     nlohmann::json doc = rl::read_checkpoint(path);
     doc.erase("learner");  // parameters and moments: large, and only the core reads them
     return from_json(doc);

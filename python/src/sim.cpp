@@ -220,7 +220,7 @@ void init_sim(py::module_& m) {
       }, py::arg("src"), py::arg("dst"), py::arg("bytes"), "Seconds to move `bytes` from src to dst on an idle network.")
       .def("to_dict", [](const Cluster& c) { return from_json(sim::cluster_to_json(c)); },
            "The placelab.cluster document as a dict; cluster_from_dict(c.to_dict()) rebuilds it.")
-      .def("write", [](const Cluster& c, const std::string& path) { sim::write_cluster(c, path); }, py::arg("path"),
+      .def("write", [](const Cluster& c, const Path& path) { sim::write_cluster(c, path); }, py::arg("path"),
            "Writes the cluster to a placelab.cluster JSON file.");
 
   m.def("preset_names", &sim::preset_names, "Every preset cluster name, e.g. 'v100-nvlink-4'.");
@@ -237,11 +237,11 @@ void init_sim(py::module_& m) {
   }, "Preset families: a list of {family, sizes, summary}.");
   m.def("make_preset", [](const std::string& name) { return sim::make_preset(name); }, py::arg("name"),
         "The preset cluster called `name`.");
-  m.def("load_cluster", [](const std::string& spec) { return sim::load_cluster(spec); }, py::arg("spec"),
+  m.def("load_cluster", [](const Path& spec) { return sim::load_cluster(spec); }, py::arg("spec"),
         "A cluster from a placelab.cluster file path or a preset name.");
-  m.def("read_cluster", [](const std::string& path) { return sim::read_cluster(path); }, py::arg("path"),
+  m.def("read_cluster", [](const Path& path) { return sim::read_cluster(path); }, py::arg("path"),
         "Reads a placelab.cluster JSON file, or the machine of an msr-dnn-partitioning instance file (msr_cluster).");
-  m.def("write_cluster", [](const Cluster& c, const std::string& path) { sim::write_cluster(c, path); },
+  m.def("write_cluster", [](const Cluster& c, const Path& path) { sim::write_cluster(c, path); },
         py::arg("cluster"), py::arg("path"), "Writes a cluster to a placelab.cluster JSON file.");
   m.def("cluster_from_dict", [](const py::dict& doc, const std::string& origin) {
     return sim::cluster_from_json(to_json(doc, origin), origin);
@@ -372,7 +372,7 @@ void init_sim(py::module_& m) {
            "Simulates and records the schedule: {'result': simulate()'s dict, 'ops': {op, device, start_s, end_s}, "
            "'transfers': {op, src, dst, start_s, end_s, bytes}, 'memory': {device, time_s, bytes}: bytes held after "
            "each memory change, in the engine's order} (numpy arrays, in the order decided).")
-      .def("write_trace", [](const Simulator& s, const py::object& p, const std::string& path, const std::string& format) {
+      .def("write_trace", [](const Simulator& s, const py::object& p, const Path& path, const std::string& format) {
         auto device_of = placement_arg(s, p);
         if (format != "chrome" && format != "text") {
           throw Error(fmt::format("unknown trace format \"{}\" (use \"chrome\" or \"text\")", format));
@@ -384,7 +384,7 @@ void init_sim(py::module_& m) {
         } else {
           std::ofstream out(path);
           out << rec.to_text();
-          if (!out.flush()) throw Error(fmt::format("cannot write trace file {}", path));
+          if (!out.flush()) throw Error(fmt::format("cannot write trace file {}", path.string()));
         }
         return result;
       }, py::arg("placement"), py::arg("path"), py::arg("format") = "chrome",

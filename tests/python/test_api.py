@@ -308,3 +308,17 @@ def test_an_error_quoting_bytes_that_are_not_utf8_keeps_its_message(tmp_path):
     with pytest.raises(ValueError) as e:
         placelab.read_graph(str(path))
     assert str(path) in str(e.value) and "UTF-8" in str(e.value)  # was an empty ValueError
+
+
+def test_paths_may_be_pathlib_paths(tmp_path, simulator):
+    graph = simulator.graph
+    graph.write(tmp_path / "g.json")
+    placelab.write_cluster(simulator.cluster, tmp_path / "c.json")
+    assert placelab.read_graph(tmp_path / "g.json").num_ops == graph.num_ops
+    assert placelab.load_cluster(tmp_path / "c.json").name == simulator.cluster.name
+    simulator.write_trace(simulator.random_placement(seed=1), tmp_path / "t.json")
+    assert (tmp_path / "t.json").exists()
+    with pytest.raises(TypeError):
+        placelab.read_graph(3)
+    with pytest.raises(ValueError, match=str(tmp_path / "none")):  # a Path option reaches the placer as text
+        placelab.place(simulator, "hdp", {"checkpoint": tmp_path / "none"})
