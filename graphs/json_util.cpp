@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -10,8 +11,10 @@
 #include <sstream>
 #include <vector>
 
-#include <fmt/format.h>
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <fmt/format.h>
 
 #include "graphs/error.h"
 
@@ -163,17 +166,25 @@ bool names_a_file(const std::string& spec) {
 void write_json_atomic(const std::string& path, const json& doc, int indent) {
   namespace fs = std::filesystem;
   const std::string text = dump_json(doc, indent) + '\n';  // first: nothing is left behind if it throws
-  auto write = [&](const std::string& file) {
-    std::ofstream out(file, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error(fmt::format("{}: cannot be written (does its folder exist?)", path));
-    out << text;
-    out.flush();
-    if (!out) throw Error(fmt::format("{}: write failed (disk full?)", path));
+  // `durable`: on disk before it is renamed into place, so that a crash of the machine (not only of
+  // the process) cannot leave an empty or partial file under the final name.
+  auto write = [&](const std::string& file, bool durable) {
+    const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) throw Error(fmt::format("{}: cannot be written (does its folder exist?)", path));
+    size_t done = 0;
+    while (done < text.size()) {
+      const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
+    }
+    const bool ok = done == text.size() && (!durable || ::fsync(fd) == 0);
+    if (::close(fd) != 0 || !ok) throw Error(fmt::format("{}: write failed (disk full?)", path));
   };
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);  // of a link's target
   if (fs::is_directory(status)) throw Error(fmt::format("{}: is a directory; give a file name", path));
-  if (fs::exists(status) && !fs::is_regular_file(status)) return write(path);  // a device or a pipe: write through
+  if (fs::exists(status) && !fs::is_regular_file(status)) return write(path, false);  // a device or a pipe: write through
   // Replace a link's target, not the link, even one that does not exist yet; a temporary name of this
   // process and call, so that two writers of one file each rename a whole file over it.
   fs::path target = path;
@@ -185,7 +196,7 @@ void write_json_atomic(const std::string& path, const json& doc, int indent) {
   static std::atomic<uint64_t> calls{0};
   const std::string tmp = fmt::format("{}.tmp.{}.{}", target.string(), ::getpid(), calls++);
   try {
-    write(tmp);
+    write(tmp, true);
   } catch (const Error&) {
     fs::remove(tmp, ec);
     throw;
@@ -195,6 +206,12 @@ void write_json_atomic(const std::string& path, const json& doc, int indent) {
     const std::string why = ec.message();
     fs::remove(tmp, ec);
     throw Error(fmt::format("{}: cannot replace the file ({})", path, why));
+  }
+  // The rename itself is durable once its folder is (best effort: not every file system allows it).
+  const std::string folder = target.has_parent_path() ? target.parent_path().string() : ".";
+  if (const int dir = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dir >= 0) {
+    ::fsync(dir);
+    ::close(dir);
   }
 }
 

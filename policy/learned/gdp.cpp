@@ -115,7 +115,11 @@ GdpOptions gdp_options_from_json(const nlohmann::json& options) {
   }
   const std::vector<std::string> warm_placers = policy::split_placer_names(o.warm_start);
   for (const std::string& name : warm_placers) {
-    policy::make_placer(name);  // throws listing the known placers
+    try {
+      policy::make_placer(name);
+    } catch (const Error& e) {  // lists the known placers; say which option named it
+      throw Error(fmt::format("placer gdp options: \"warm_start\": {}", e.what()));
+    }
     if (std::any_of(rl::learners().begin(), rl::learners().end(), [&](const auto& l) { return l.name == name; }))
       throw Error(fmt::format("placer gdp options: \"warm_start\" names the learned placer \"{}\"; use classical "
                               "ones such as \"heft,metis\"", name));

@@ -41,7 +41,7 @@ TEST_CASE("learned::gdp: options are checked and completed", "[policy][gdp]") {
   CHECK_THROWS_AS(learned::gdp_options_from_json({{"aggregator", "sum"}}), Error);
   CHECK_THROWS_AS(learned::gdp_options_from_json({{"rollouts", 0}}), Error);
   CHECK_THROWS_AS(learned::make_gdp_learner(nlohmann::json::array(), 1), Error);
-  CHECK_THROWS_WITH(learned::gdp_options_from_json({{"warm_start", "metis,nosuch"}}), Catch::Contains("nosuch"));
+  CHECK_THROWS_WITH(learned::gdp_options_from_json({{"warm_start", "metis,nosuch"}}), Catch::Contains("\"warm_start\": unknown placer \"nosuch\""));
   CHECK_THROWS_WITH(learned::gdp_options_from_json({{"warm_start", "heft,hdp"}}), Catch::Contains("learned placer"));
   CHECK_THROWS_WITH(learned::gdp_options_from_json({{"warm_start", 3}}), Catch::Contains("warm_start"));
   CHECK_THROWS_WITH(learned::gdp_options_from_json({{"warm_steps", -1}}), Catch::Contains("warm_steps"));
