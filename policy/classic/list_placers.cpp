@@ -50,7 +50,9 @@ class ListPlacer final : public Placer {
     Units units(request.simulator);
     request.report(fmt::format("scheduling {} ops ({} colocation units)", request.graph().num_ops(), units.num_units()));
     nlohmann::json info = nlohmann::json::object();
-    Schedule s = schedule_(problem_of(units, memory_), request.options, info);
+    ScheduleProblem pb = problem_of(units, memory_);
+    pb.interrupted = request.interrupted;
+    Schedule s = schedule_(pb, request.options, info);
     info["scheduled_makespan_s"] = s.makespan_s;
     if (memory_) {
       info["fits_memory"] = s.fits_memory && s.memory_scale == 1;

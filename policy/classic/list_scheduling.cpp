@@ -7,11 +7,13 @@
 #include <numeric>
 #include <queue>
 
+#include <ClpEventHandler.hpp>
 #include <ClpSimplex.hpp>
 #include <CoinPackedMatrix.hpp>
 #include <fmt/format.h>
 
 #include "graphs/error.h"
+#include "policy/placer.h"
 
 namespace placelab::policy {
 
@@ -325,6 +327,28 @@ Schedule m_etf_schedule(const ScheduleProblem& pb, const std::vector<int32_t>* f
   return s;
 }
 
+namespace {
+
+// Ends CLP's simplex between iterations once `interrupted` says so (a large LP runs for many seconds),
+// and remembers it in `stopped`: the poll answers true only once.
+class StopWhenInterrupted final : public ClpEventHandler {
+ public:
+  StopWhenInterrupted(const std::function<bool()>& interrupted, bool& stopped)
+      : interrupted_(&interrupted), stopped_(&stopped) {}
+  int event(Event which) override {
+    if (which != endOfIteration || !(*interrupted_)()) return -1;
+    *stopped_ = true;
+    return 0;  // any code >= 0 ends the solve
+  }
+  ClpEventHandler* clone() const override { return new StopWhenInterrupted(*this); }
+
+ private:
+  const std::function<bool()>* interrupted_;
+  bool* stopped_;
+};
+
+}  // namespace
+
 FavoriteChildren sct_favorite_children(const ScheduleProblem& pb, int64_t max_iterations) {
   Dag dag(pb);
   const int32_t n = pb.num_tasks, m = static_cast<int32_t>(pb.edges.size());
@@ -378,7 +402,13 @@ FavoriteChildren sct_favorite_children(const ScheduleProblem& pb, int64_t max_it
   lp.setLogLevel(0);
   lp.loadProblem(matrix, col_lb.data(), col_ub.data(), obj.data(), row_lb.data(), row_ub.data());
   lp.setMaximumIterations(static_cast<int>(std::min<int64_t>(max_iterations, std::numeric_limits<int>::max())));
+  bool stopped = false;
+  if (pb.interrupted) {
+    const StopWhenInterrupted stop(pb.interrupted, stopped);
+    lp.passInEventHandler(&stop);  // CLP keeps a copy
+  }
   lp.dual();
+  if (stopped) throw Interrupted();
   FavoriteChildren out{std::vector<int32_t>(n, -1), lp.isProvenOptimal(), lp.numberIterations()};
   std::vector<bool> has_parent(n, false);
   auto claim = [&](int32_t e) {

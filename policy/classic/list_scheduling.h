@@ -27,6 +27,8 @@ struct ScheduleProblem {
   std::vector<double> edge_bytes;
   /** Per task, its colocation group: tasks of one group share a processor (-1: none); empty: no groups. */
   std::vector<int32_t> group;
+  /** Polled between the SCT LP's iterations: true stops it with policy::Interrupted (null: never). */
+  std::function<bool()> interrupted;
 
   double cost(int32_t t, int32_t p) const { return cost_s[static_cast<size_t>(t) * num_procs + p]; }
 };

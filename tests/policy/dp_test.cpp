@@ -366,7 +366,7 @@ TEST_CASE("policy: the long placers stop when PlaceRequest::interrupted says so"
   const Loaded l("LayerGraphs/bert24_inference");
   const std::vector<std::pair<std::string, nlohmann::json>> placers = {
       {"dp", nlohmann::json::object()}, {"pipedream", nlohmann::json::object()}, {"local_search", {{"restarts", 1000}}},
-      {"annealing", {{"steps", 1000000}}}, {"hdp", {{"steps", 1000}}}};
+      {"annealing", {{"steps", 1000000}}}, {"hdp", {{"steps", 1000}}}, {"m_sct", nlohmann::json::object()}};
   for (const auto& [name, options] : placers) {
     INFO(name);
     int calls = 0;
