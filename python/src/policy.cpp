@@ -54,8 +54,10 @@ std::function<R(Args...)> gil_callback(const py::object& fn, const char* what) {
       throw std::runtime_error(fmt::format("{} returned a value that is not True, False or None", what));
     } catch (py::error_already_set& e) {
       if (e.matches(PyExc_KeyboardInterrupt)) throw policy::Interrupted();
-      throw std::runtime_error(fmt::format("{} raised {}: {}", what, e.type().attr("__name__").cast<std::string>(),
-                                           py::str(e.value()).cast<std::string>()));
+      // The callback's own exception goes on through the core (it unwinds like any error) and reaches
+      // the caller with its type and traceback, noted with where it came from (Python 3.11's notes).
+      if (py::hasattr(e.value(), "add_note")) e.value().attr("add_note")(fmt::format("raised in the {}", what));
+      throw;
     }
   };
 }

@@ -322,3 +322,15 @@ def test_paths_may_be_pathlib_paths(tmp_path, simulator):
         placelab.read_graph(3)
     with pytest.raises(ValueError, match=str(tmp_path / "none")):  # a Path option reaches the placer as text
         placelab.place(simulator, "hdp", {"checkpoint": tmp_path / "none"})
+
+
+def test_a_callback_exception_reaches_the_caller_as_itself(simulator):
+    class Stop(Exception):
+        pass
+
+    def progress(status):
+        raise Stop(status)
+
+    with pytest.raises(Stop) as raised:
+        placelab.place(simulator, "annealing", {"steps": 50}, progress=progress)
+    assert raised.value.__notes__ == ["raised in the progress callback"]
