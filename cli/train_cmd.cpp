@@ -104,8 +104,7 @@ void run(const TrainArgs& a) {
     // The run keeps its policy and seed, and unless given its options and reward.
     const rl::SavedRun saved = rl::saved_run(a.checkpoint);
     if (policy.empty()) policy = saved.policy;
-    const auto& known = rl::learners();
-    if (std::none_of(known.begin(), known.end(), [&](const rl::LearnerInfo& l) { return l.name == saved.policy; }))
+    if (!rl::is_learned_policy(saved.policy))
       throw Error(fmt::format("{}: policy: \"{}\" is not a learned policy of this build", saved.file, saved.policy));
     rl::check_resumed_policy(saved.file, saved.policy, policy);
     if (a.seed_given && a.seed != saved.seed) {

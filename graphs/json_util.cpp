@@ -163,6 +163,20 @@ bool names_a_file(const std::string& spec) {
          spec.find('/') != std::string::npos;
 }
 
+namespace {
+// write_json_atomic writes F through F.tmp.<process>.<call>.
+constexpr std::string_view kTemporarySuffix = ".tmp.";
+}  // namespace
+
+void remove_partial_writes(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path file(path);
+  const std::string prefix = file.filename().string() + std::string(kTemporarySuffix);
+  std::error_code ec;
+  for (const fs::directory_entry& entry : fs::directory_iterator(file.has_parent_path() ? file.parent_path() : ".", ec))
+    if (entry.path().filename().string().starts_with(prefix)) fs::remove(entry.path(), ec);
+}
+
 void write_json_atomic(const std::string& path, const json& doc, int indent) {
   namespace fs = std::filesystem;
   const std::string text = dump_json(doc, indent) + '\n';  // first: nothing is left behind if it throws
@@ -194,7 +208,7 @@ void write_json_atomic(const std::string& path, const json& doc, int indent) {
     target = next.is_absolute() ? next : target.parent_path() / next;
   }
   static std::atomic<uint64_t> calls{0};
-  const std::string tmp = fmt::format("{}.tmp.{}.{}", target.string(), ::getpid(), calls++);
+  const std::string tmp = fmt::format("{}{}{}.{}", target.string(), kTemporarySuffix, ::getpid(), calls++);
   try {
     write(tmp, true);
   } catch (const Error&) {

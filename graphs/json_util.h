@@ -40,6 +40,11 @@ bool names_a_file(const std::string& spec);
  * UTF-8 are written with U+FFFD in place of the bad bytes.
  */
 void write_json_atomic(const std::string& path, const json& doc, int indent = 1);
+/**
+ * Removes the temporary files that write_json_atomic calls killed mid-write left beside `path`. Only
+ * when no other writer of `path` can be at work (e.g. under a lock of its folder).
+ */
+void remove_partial_writes(const std::string& path);
 
 /** A JSON value with the path that reached it, for error messages like `file: ops[3].flops: ...`. */
 class JsonNode {

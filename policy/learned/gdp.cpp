@@ -120,7 +120,7 @@ GdpOptions gdp_options_from_json(const nlohmann::json& options) {
     } catch (const Error& e) {  // lists the known placers; say which option named it
       throw Error(fmt::format("placer gdp options: \"warm_start\": {}", e.what()));
     }
-    if (std::any_of(rl::learners().begin(), rl::learners().end(), [&](const auto& l) { return l.name == name; }))
+    if (rl::is_learned_policy(name))
       throw Error(fmt::format("placer gdp options: \"warm_start\" names the learned placer \"{}\"; use classical "
                               "ones such as \"heft,metis\"", name));
   }

@@ -1,4 +1,6 @@
 // The table of learned policies. Adding one: implement rl::Learner in policy/learned/ and add a row.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "graphs/error.h"
@@ -18,6 +20,10 @@ const std::vector<LearnerInfo>& learners() {
        learned::make_hsdag_learner},
   };
   return table;
+}
+
+bool is_learned_policy(std::string_view name) {
+  return std::any_of(learners().begin(), learners().end(), [&](const LearnerInfo& l) { return l.name == name; });
 }
 
 std::unique_ptr<Learner> make_learner(std::string_view name, const nlohmann::json& options, uint64_t seed) {

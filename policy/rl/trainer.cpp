@@ -215,14 +215,6 @@ class DirectoryLock {
   int fd_ = -1;
 };
 
-// A run killed while writing its checkpoint leaves the temporary file that write_json_atomic renames
-// from; under the lock no writer is left, so such files are debris.
-void remove_partial_writes(const std::string& dir) {
-  std::error_code ec;
-  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec))
-    if (entry.path().filename().string().starts_with("checkpoint.json.tmp.")) fs::remove(entry.path(), ec);
-}
-
 }  // namespace
 
 Task make_task(std::string name, std::shared_ptr<const sim::Simulator> simulator, const RewardOptions& reward) {
@@ -401,8 +393,8 @@ TrainSummary train(Learner& learner, const std::vector<Task>& tasks, const Train
     if (!logging) throw Error("train: resume needs the checkpoint directory of the run to continue");
     std::error_code ec;
     if (fs::is_directory(options.checkpoint_dir, ec)) lock.emplace(options.checkpoint_dir);
-    remove_partial_writes(options.checkpoint_dir);
     const std::string file = checkpoint_file(options.checkpoint_dir);
+    io::remove_partial_writes(file);  // a save killed mid-write; under the lock no writer is left
     const nlohmann::json doc = read_checkpoint(options.checkpoint_dir);
     const io::JsonNode root(doc, file);
     check_resumed_policy(file, doc["policy"].get<std::string>(), learner.name());

@@ -91,6 +91,8 @@ struct LearnerInfo {
 
 /** Every learned policy, in a stable order. */
 const std::vector<LearnerInfo>& learners();
+/** Whether `name` is a learned policy (a row of learners()). */
+bool is_learned_policy(std::string_view name);
 /** The learner called `name`; throws placelab::Error listing the known names otherwise. */
 std::unique_ptr<Learner> make_learner(std::string_view name, const nlohmann::json& options, uint64_t seed);
 

@@ -25,10 +25,10 @@ const T& to_python(const T& value) {
 py::object to_python(const rl::LogEntry& entry) { return from_json(rl::to_json(entry)); }
 
 /**
- * A Python callable made callable from C++ code that runs without the GIL: takes the GIL per call, and
- * rethrows a Python exception as a C++ one, so no Python state crosses the GIL-free core. A
- * KeyboardInterrupt (Ctrl-C noticed while the callable ran) becomes policy::Interrupted, which the
- * callers turn back into one once the core has stopped.
+ * A Python callable made callable from C++ code that runs without the GIL: takes the GIL per call. Its
+ * exception unwinds through the core as py::error_already_set (which takes the GIL to release what it
+ * holds) and reaches the caller as itself. A KeyboardInterrupt (Ctrl-C noticed while the callable ran)
+ * becomes policy::Interrupted, which the callers turn back into one once the core has stopped.
  */
 template <class R, class... Args>
 std::function<R(Args...)> gil_callback(const py::object& fn, const char* what) {
