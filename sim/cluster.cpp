@@ -139,7 +139,8 @@ Cluster::Cluster(ClusterSpec spec) : spec_(std::move(spec)) {
       throw Error(where + ": the links end at \"" + node_names[at] + "\", not at \"" + rs.dst + "\"");
   }
 
-  // Shortest paths (hops, then latency) over links with ends; devices are never inner nodes.
+  // Shortest paths (hops, then latency, then the lowest link indices in path order) over links with ends;
+  // devices are never inner nodes.
   std::vector<std::vector<int32_t>> adjacent_links(nodes);
   for (size_t l = 0; l < spec_.links.size(); ++l) {
     if (end_a[l] < 0) continue;
@@ -147,11 +148,25 @@ Cluster::Cluster(ClusterSpec spec) : spec_(std::move(spec)) {
     adjacent_links[end_b[l]].push_back(static_cast<int32_t>(l));
   }
   using Cost = std::pair<int32_t, double>;  // hops, latency
-  using Entry = std::pair<Cost, int32_t>;   // equal costs: the lower node index first
+  using Entry = std::pair<Cost, int32_t>;
   std::vector<Cost> cost(nodes);
   std::vector<int32_t> via(nodes);  // link used to reach the node
   std::vector<bool> done(nodes);
-  std::vector<int32_t> path;
+  std::vector<int32_t> path, other;
+  // The links from the source to `v` (reached already), in path order.
+  auto links_to = [&](int32_t v, int32_t source, std::vector<int32_t>& out) {
+    out.clear();
+    for (; v != source; v = end_a[via[v]] == v ? end_b[via[v]] : end_a[via[v]]) out.push_back(via[v]);
+    std::reverse(out.begin(), out.end());
+  };
+  // Whether reaching v from u over link l beats v's path of equal cost: its links, compared in path
+  // order, are lower. Every node of a shortest path has fewer hops than the next, so u's path is final.
+  auto lower_links = [&](int32_t u, int32_t l, int32_t v, int32_t source) {
+    links_to(u, source, path);
+    path.push_back(l);
+    links_to(v, source, other);
+    return path < other;
+  };
   route_offset_.assign(n * n + 1, 0);
   for (size_t s = 0; s < n; ++s) {
     std::fill(cost.begin(), cost.end(), Cost{std::numeric_limits<int32_t>::max(), kInf});
@@ -169,9 +184,11 @@ Cluster::Cluster(ClusterSpec spec) : spec_(std::move(spec)) {
       for (int32_t l : adjacent_links[u]) {
         const int32_t v = end_a[l] == u ? end_b[l] : end_a[l];
         const Cost c_v{c.first + 1, c.second + spec_.links[l].latency_s};
-        if (!(c_v < cost[v])) continue;
+        const bool cheaper = c_v < cost[v];
+        if (!cheaper && !(c_v == cost[v] && lower_links(u, l, v, static_cast<int32_t>(s)))) continue;
         cost[v] = c_v, via[v] = l;
-        if (c_v.second < kInf) queue.push({c_v, v});  // a node at infinite latency is reached but not expanded
+        // A node at infinite latency is reached but not expanded; a tie keeps the node's queue entry.
+        if (cheaper && c_v.second < kInf) queue.push({c_v, v});
       }
     }
     for (size_t t = 0; t < n; ++t) {
@@ -182,13 +199,7 @@ Cluster::Cluster(ClusterSpec spec) : spec_(std::move(spec)) {
         if (via[t] < 0)
           throw Error(fmt::format("cluster \"{}\": device \"{}\" cannot reach \"{}\"; add a link or a route",
                                   spec_.name, spec_.devices[s].name, spec_.devices[t].name));
-        path.clear();
-        for (int32_t v = static_cast<int32_t>(t); v != static_cast<int32_t>(s);) {
-          const int32_t l = via[v];
-          path.push_back(l);
-          v = end_a[l] == v ? end_b[l] : end_a[l];
-        }
-        std::reverse(path.begin(), path.end());
+        links_to(static_cast<int32_t>(t), static_cast<int32_t>(s), path);
         int32_t at = static_cast<int32_t>(s);
         for (int32_t l : path) route_channels_.push_back(walk(l, at, at));
       }

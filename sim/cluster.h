@@ -75,7 +75,8 @@ class Cluster {
    * devices, duplicate names, non-positive bandwidth or peak, negative amounts, efficiency outside
    * (0, 1], a route that does not join its ends or that crosses a link or visits a node twice,
    * unreachable pairs. Missing routes are the path with the fewest hops (then least latency) whose
-   * inner nodes are switches, never other devices; equal paths go through the node named first.
+   * inner nodes are switches, never other devices; of equal paths, the one whose link indices are lowest
+   * in path order.
    */
   explicit Cluster(ClusterSpec spec);
 

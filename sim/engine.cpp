@@ -28,6 +28,7 @@ namespace placelab::sim {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // The longest op or transfer a run accepts (~32 years): anything longer is a unit mistake, and the
 // bound keeps every sum of times finite (placers add them up, LP solvers take them as coefficients).
 constexpr double kMaxSeconds = 1e9;
@@ -966,10 +967,15 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
         s.dest_count[e] = 1;
       } else {
         s.dest_bytes[e] = std::max(s.dest_bytes[e], bytes);
-        if (edge_comm && !(s.dest_comm_s[e] >= out_comm_s_[k])) s.dest_comm_s[e] = out_comm_s_[k];
+        // A transfer is measured when every edge it serves is (the longest time), else modelled: NaN wins.
+        const double c = out_comm_s_[k];
+        if (edge_comm) s.dest_comm_s[e] = std::isnan(c) ? c : std::max(s.dest_comm_s[e], c);
         ++s.dest_count[e];
       }
     }
+    if (edge_comm && broadcast &&
+        std::any_of(s.dest.begin(), s.dest.begin() + num_dest, [&](int32_t e) { return std::isnan(s.dest_comm_s[e]); }))
+      for (int32_t i = 0; i < num_dest; ++i) s.dest_comm_s[s.dest[i]] = kNaN;  // one broadcast serves them all
     sp.local_left = local;
     sp.hold_until_s = t;
     if (num_dest > 0) {
@@ -1008,7 +1014,8 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
           s.total_bytes += bytes;
           ++s.transfers;
         };
-        // With measured edge times a transfer is all latency: it takes exactly that long.
+        // A measured transfer is all latency: it takes exactly that long (a broadcast: all or none of its
+        // destinations are measured).
         auto timed = [&](int32_t e) { return edge_comm && !std::isnan(s.dest_comm_s[e]); };
         if (!broadcast) {
           for (int32_t i = 0; i < num_dest; ++i) {
@@ -1080,8 +1087,8 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
       } else {
         s.xfer_of_in[o.in_pos] = s.dest_xfer[e];
         const size_t pair = static_cast<size_t>(d) * D + e;
-        cp += edge_comm && !std::isnan(out_comm_s_[k]) ? out_comm_s_[k]
-                                                      : pair_latency_s_[pair] + o.bytes * pair_inv_bandwidth_[pair];
+        cp += edge_comm && !std::isnan(s.dest_comm_s[e]) ? out_comm_s_[k]
+                                                         : pair_latency_s_[pair] + o.bytes * pair_inv_bandwidth_[pair];
         sc.cp_start_s = std::max(sc.cp_start_s, cp);
         if (sharing) continue;  // the input arrives when its flow ends
         arrive = s.arrival_s[e];

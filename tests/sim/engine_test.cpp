@@ -278,6 +278,39 @@ TEST_CASE("sim::Simulator: a measured edge time replaces the link model, and the
   }
 }
 
+TEST_CASE("sim::Simulator: a transfer is measured only when every edge it serves is, whatever their order",
+          "[sim][golden]") {
+  // a feeds b (100 bytes, unmeasured) and c (50 bytes, comm_s) on d1: one transfer serves both, and it
+  // is modelled (1 s over the link); c's edge counts as modelled on the critical path too (0.5 s, not
+  // its comm_s). With both edges measured it takes the longer comm_s.
+  const Cluster c = pair_cluster(100, 0);
+  for (double comm : {0.25, 5.0})
+    for (bool b_measured : {false, true})
+      for (bool b_first : {false, true})
+        for (bool sharing : {false, true}) {
+          INFO("comm_s " << comm << ", b measured " << b_measured << ", b's edge first " << b_first << ", sharing "
+                         << sharing);
+          graphs::GraphBuilder gb("mixed");
+          gb.add_op(op("a", 1, 100));
+          gb.add_op(op("b", 1));
+          gb.add_op(op("c", 0));
+          const double b_comm = b_measured ? 0.5 : graphs::kUnknown;
+          if (b_first) gb.add_edge(0, 1, 100, b_comm);
+          gb.add_edge(0, 2, 50, comm);
+          if (!b_first) gb.add_edge(0, 1, 100, b_comm);
+          graphs::Graph g = std::move(gb).build();
+          Simulator sim(g, c, default_cost_model(),
+                        SimOptions{.use_edge_comm = true, .share_bandwidth = sharing});
+          Recorder rec(g);
+          SimResult r = sim.simulate(std::vector<int32_t>{0, 1, 1}, &rec);
+          const double arrive = 1 + (b_measured ? std::max(comm, 0.5) : 1.0);
+          REQUIRE(rec.transfers.size() == 1);
+          CHECK(std::get<4>(rec.transfers[0]) == arrive);
+          CHECK(r.step_time_s == arrive + 1);
+          CHECK(r.critical_path_s == (b_measured ? std::max(1 + comm, 2.5) : 3.0));
+          CHECK(r.critical_path_s <= r.step_time_s);
+        }
+}
 TEST_CASE("sim::Simulator: a multi-hop route holds every hop, latency adds, the slowest hop sets the rate", "[sim][golden]") {
   graphs::GraphBuilder b("hop");
   b.add_op(op("a", 1, 100));
