@@ -111,6 +111,8 @@ class Graph {
   OpId edge_dst(EdgeId e) const { return edge_dst_[e]; }
   double edge_bytes(EdgeId e) const { return edge_bytes_[e]; }
   double edge_comm_s(EdgeId e) const { return edge_comm_s_[e]; }
+  /** A control edge orders two ops and moves nothing: 0 bytes and no measured transfer time. */
+  bool is_control_edge(EdgeId e) const { return edge_bytes_[e] <= 0 && std::isnan(edge_comm_s_[e]); }
   bool has_edge_comm() const { return has_edge_comm_; }
 
   // --- adjacency (CSR), in edge-insertion order per op ---

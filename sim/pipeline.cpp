@@ -34,7 +34,7 @@ MaxLoadResult max_load(const Simulator& simulator, std::span<const int32_t> devi
     receivers.clear();
     for (graphs::EdgeId e : g.out_edges(op)) {
       const int32_t to = device_of[g.edge_dst(e)];
-      if (to == d) continue;
+      if (to == d || g.is_control_edge(e)) continue;
       const double comm = std::isnan(g.edge_comm_s(e)) ? c.transfer_time_s(d, to, g.edge_bytes(e)) : g.edge_comm_s(e);
       if (seen[to] != op) {
         seen[to] = op;

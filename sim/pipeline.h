@@ -29,10 +29,11 @@ struct MaxLoadResult {
 
 /**
  * Tarnawski et al.'s load of every device, for any placement. For each op whose output reaches other
- * devices, the cost c is the edge's measured comm_s when known, else the idle-network transfer time of
- * its output to that device; the sender pays c once (the largest over receivers), each receiving device
- * pays c once; devices of kind "cpu" pay no communication (transfers go through their DRAM). Exactly
- * the msr-dnn-partitioning model on its inputs (msr_cluster, measured times, edge costs).
+ * devices, the cost c of a device is the largest over the op's edges to it of the edge's measured comm_s
+ * when known, else the idle-network transfer time of its bytes (control edges cost nothing); the sender
+ * pays c once (the largest over receivers), each receiving device pays c once; devices of kind "cpu" pay
+ * no communication (transfers go through their DRAM). Exactly the msr-dnn-partitioning model on its
+ * inputs (msr_cluster, measured times, edge costs).
  */
 MaxLoadResult max_load(const Simulator& simulator, std::span<const int32_t> device_of);
 
@@ -40,8 +41,8 @@ MaxLoadResult max_load(const Simulator& simulator, std::span<const int32_t> devi
 nlohmann::json max_load_to_json(const MaxLoadResult& result, const Cluster& cluster);
 
 /**
- * Whether each device's forward ops form a convex set: no path leaves the set and comes back (for a
- * graph of forward ops that is Tarnawski et al.'s contiguity, I \ I' for two ideals I' of I).
+ * Whether each device's forward ops form a convex set: no path of forward ops leaves the set and comes
+ * back (for a graph of forward ops that is Tarnawski et al.'s contiguity, I \ I' for two ideals I' of I).
  */
 bool is_contiguous(const graphs::Graph& graph, std::span<const int32_t> device_of, int32_t num_devices);
 

@@ -326,9 +326,10 @@ ThroughputModel::ThroughputModel(const sim::Simulator& simulator, bool linearize
     if (!placeable) fail_unplaceable_pin(g, c, op);  // not "no split fits the memory", the real reason
   }
 
-  // 6. Hyperedges: an op and the groups of its consumers; cost = the largest cost of an edge leaving
-  //    its group (an edge's measured comm_s, else its slowest transfer between two distinct devices), so
-  //    the model never charges less than sim::max_load does.
+  // 6. Hyperedges: an op and the groups of its data consumers (control edges cost nothing, as in
+  //    sim::max_load); cost = the largest cost of an edge leaving its group (an edge's measured comm_s,
+  //    else its slowest transfer between two distinct devices), so the model never charges less than
+  //    sim::max_load does.
   auto transfer_s = [&](double bytes) {
     double worst = 0;
     for (int32_t a = 0; a < c.num_devices(); ++a)
@@ -343,7 +344,7 @@ ThroughputModel::ThroughputModel(const sim::Simulator& simulator, bool linearize
     double cost = 0;
     for (graphs::EdgeId e : g.out_edges(u)) {
       const int32_t gv = group_of_[g.edge_dst(e)];
-      if (gv == group_of_[u]) continue;
+      if (gv == group_of_[u] || g.is_control_edge(e)) continue;
       h.push_back(gv);
       cost = std::max(cost, std::isnan(g.edge_comm_s(e)) ? transfer_s(g.edge_bytes(e)) : g.edge_comm_s(e));
     }

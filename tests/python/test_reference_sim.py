@@ -117,6 +117,20 @@ def simple_paths(links, src, dst, limit=4):
     return out
 
 
+def random_edge_bytes(rng, dyadic, output_bytes):
+    """Mostly the producer's output, sometimes another size, now and then a control edge (0 bytes)."""
+    r = rng.random()
+    if r < 0.15:
+        return 0
+    if r < 0.7 and output_bytes > 0:
+        return output_bytes
+    return rng.choice([1, 2, 4, 8]) if dyadic else rng.randint(1, 400)
+
+
+def random_comm_s(rng, dyadic):
+    return rng.choice([0.0, 0.5, 1.0, 2.0]) if dyadic else rng.uniform(0, 2)
+
+
 def random_graph(rng, dyadic, edge_comm, ops=(5, 60)):
     """A DAG of 5-60 ops whose ids are a random permutation of a topological order (ties go to the
     smaller id, so the ids must not follow the dataflow)."""
@@ -152,17 +166,9 @@ def random_graph(rng, dyadic, edge_comm, ops=(5, 60)):
             srcs.add(max(0, k - 1 - int(rng.expovariate(0.3))) if rng.random() < 0.8 else rng.randrange(k))
         for j in sorted(srcs):
             s = perm[j]
-            out = ops[s].get("output_bytes", 0)
-            r = rng.random()
-            if r < 0.15:
-                b = 0  # control edge
-            elif r < 0.7 and out > 0:
-                b = out
-            else:
-                b = rng.choice([1, 2, 4, 8]) if dyadic else rng.randint(1, 400)
-            e = {"src": s, "dst": perm[k], "bytes": b}
-            if b > 0 and rng.random() < measured[s]:
-                e["comm_s"] = rng.choice([0.0, 0.5, 1.0, 2.0]) if dyadic else rng.uniform(0, 2)
+            e = {"src": s, "dst": perm[k], "bytes": random_edge_bytes(rng, dyadic, ops[s].get("output_bytes", 0))}
+            if e["bytes"] > 0 and rng.random() < measured[s]:
+                e["comm_s"] = random_comm_s(rng, dyadic)
             edges.append(e)
     rng.shuffle(edges)  # transfers go in the order destinations first appear among the out-edges
     return {"format": "placelab.graph", "version": 1, "name": "rand", "ops": ops, "edges": edges}
