@@ -51,6 +51,7 @@ void run(const ClusterArgs& a) {
   if (a.list) return print_presets(a.json);
   if (a.preset.empty() == a.file.empty())
     throw Error("cluster: give exactly one of --preset NAME or --file F (placelab cluster --list shows the presets)");
+  if (!a.out.empty()) check_output("cluster", "--out", a.out, {a.file});
   sim::Cluster c = a.file.empty() ? sim::make_preset(a.preset) : sim::read_cluster(a.file);
   if (!a.out.empty()) {
     sim::write_cluster(c, a.out);

@@ -76,6 +76,7 @@ void run(const GraphArgs& a) {
   if (a.list) return print_models(a.json);
   if (a.model.empty() == a.file.empty())
     throw Error("graph: give exactly one of --model NAME or --file F (placelab graph --list shows the models)");
+  if (!a.out.empty()) check_output("graph", "--out", a.out, {a.file});
   graphs::Graph g;
   if (!a.file.empty()) {
     if (!a.params.empty()) throw Error("graph: model parameters only apply with --model");

@@ -333,6 +333,8 @@ int64_t JsonNode::as_int() const {
   if (value_->is_number_float()) {
     double v = value_->get<double>();
     if (std::isfinite(v) && v == std::floor(v) && std::abs(v) < 9e15) return static_cast<int64_t>(v);
+    if (std::abs(v) >= 0x1p63)  // also the integers from 2^64 on, which the reader keeps only as a double
+      fail(fmt::format("expected an integer of at most {} in magnitude, got {}", INT64_MAX, v));
   }
   fail("expected an integer, got " + (value_->is_number() ? fmt::format("{}", value_->get<double>()) : type_name(*value_)));
 }
