@@ -98,15 +98,16 @@ MsrInstance msr_from_json(const json& doc, const std::string& origin) {
   io::JsonNode nodes = root.at("nodes");
   std::unordered_map<int64_t, OpId> op_of_id;
   std::unordered_map<std::string, OpId> op_of_name;
+  if (nodes.size() == 0) nodes.fail("is empty; an instance needs at least one node");
   for (size_t i = 0; i < nodes.size(); ++i) {
     io::JsonNode node = nodes.at(i);
-    node.check_fields({"id", "supportedOnFpga", "cpuLatency", "fpgaLatency", "isBackwardNode", "colorClass",
-                       "size", "name", "layerId"});
     const int64_t id = node.at("id").as_int();
     auto [it, fresh] = op_of_id.emplace(id, static_cast<OpId>(i));
     if (!fresh)
       node.at("id").fail(fmt::format("duplicate msr node id {} (also nodes[{}]; ids must be unique)", id, it->second));
     OpSpec op = for_node(id, [&] {
+      node.check_fields({"id", "supportedOnFpga", "cpuLatency", "fpgaLatency", "isBackwardNode", "colorClass",
+                         "size", "name", "layerId"});
       OpSpec spec;
       spec.name = node.has("name") ? node.at("name").as_string() : fmt::format("node{}", id);
       spec.type = msr_op_type(spec.name);
