@@ -298,6 +298,7 @@ void GroupedLearner::load_state(const nlohmann::json& state) {
   };
   const nlohmann::json &params = field("params"), &optimizer = field("optimizer"), &rng = field("rng"),
                        &baseline = field("baseline");
+  io::JsonNode(state, fmt::format("{} state", name_)).check_fields({"params", "optimizer", "rng", "baseline"});
   if (!rng.is_string()) throw Error(fmt::format("{} state: rng must be a string", name_));
   nn::parameters_from_json(params, fmt::format("{} state: params", name_), params_);
   rl::load_optimizer_state(*optimizer_, optimizer);

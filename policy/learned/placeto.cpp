@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "graphs/error.h"
+#include "graphs/json_util.h"
 #include "policy/classic/units.h"
 #include "policy/learned/learners.h"
 #include "policy/nn/optim.h"
@@ -487,6 +488,7 @@ void PlacetoLearner::load_state(const nlohmann::json& state) {
     return j.at(key);
   };
   const nlohmann::json& params = field(state, "params", "the state");
+  io::JsonNode(state, "placeto state").check_fields({"params", "optimizer", "rng", "baselines"});
   // Read everything that cannot fail half-way first.
   std::map<std::string, std::vector<double>> baseline;
   std::map<std::string, std::vector<int64_t>> baseline_count;

@@ -80,6 +80,7 @@ std::unique_ptr<rl::Learner> restore(const std::string& name, const nlohmann::js
                                      const nlohmann::json& overrides, uint64_t seed) {
   rl::check_checkpoint(doc, origin);
   const std::string policy = doc["policy"].get<std::string>();
+  rl::find_learner(policy, origin + ": policy");
   if (policy != name) {
     throw Error(fmt::format("{}: the checkpoint is of policy {}, not {}; place with --placer {}", origin, policy, name,
                             policy));

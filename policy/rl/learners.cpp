@@ -26,13 +26,18 @@ bool is_learned_policy(std::string_view name) {
   return std::any_of(learners().begin(), learners().end(), [&](const LearnerInfo& l) { return l.name == name; });
 }
 
-std::unique_ptr<Learner> make_learner(std::string_view name, const nlohmann::json& options, uint64_t seed) {
+const LearnerInfo& find_learner(std::string_view name, std::string_view where) {
   std::string known;
   for (const auto& info : learners()) {
-    if (info.name == name) return info.make(options, seed);
+    if (info.name == name) return info;
     known += (known.empty() ? "" : ", ") + info.name;
   }
-  throw Error(fmt::format("unknown learned policy \"{}\" (known: {})", name, known));
+  throw Error(fmt::format("{}unknown learned policy \"{}\" (known: {})", where.empty() ? "" : fmt::format("{}: ", where),
+                          name, known));
+}
+
+std::unique_ptr<Learner> make_learner(std::string_view name, const nlohmann::json& options, uint64_t seed) {
+  return find_learner(name).make(options, seed);
 }
 
 }  // namespace placelab::rl

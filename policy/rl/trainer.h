@@ -93,6 +93,8 @@ struct LearnerInfo {
 const std::vector<LearnerInfo>& learners();
 /** Whether `name` is a learned policy (a row of learners()). */
 bool is_learned_policy(std::string_view name);
+/** The row of learned policy `name`; throws placelab::Error (prefixed with `where`) listing the known names. */
+const LearnerInfo& find_learner(std::string_view name, std::string_view where = "");
 /** The learner called `name`; throws placelab::Error listing the known names otherwise. */
 std::unique_ptr<Learner> make_learner(std::string_view name, const nlohmann::json& options, uint64_t seed);
 

@@ -235,6 +235,7 @@ void init_policy(py::module_& m) {
 
   m.def("read_checkpoint", [](const Path& path) {
     nlohmann::json doc = rl::read_checkpoint(path);
+    rl::find_learner(doc["policy"].get<std::string>(), rl::checkpoint_file(path) + ": policy");
     doc.erase("learner");  // parameters and moments: large, and only the core reads them
     return from_json(doc);
   }, py::arg("path"), "A training checkpoint's header (format, policy, options, step, trainer state) as a dict.");
