@@ -116,42 +116,63 @@ void validate_plan(const ReplayPlan& plan, const std::string& origin) {
   std::set<std::string_view> names;
   for (int32_t d = 0; d < num_devices; ++d) {
     const std::string& name = plan.devices[d].name;
-    if (name.empty()) fail(fmt::format("device {}: empty name; give every device a unique name", d));
-    if (!names.insert(name).second) fail(fmt::format("device {}: name \"{}\" is used twice", d, name));
+    if (name.empty()) fail(fmt::format("devices[{}]: empty name; give every device a unique name", d));
+    if (!names.insert(name).second)
+      fail(fmt::format("devices[{}]: name \"{}\" is used twice; give every device a unique name", d, name));
   }
 
+  auto op_place = [&](int32_t i) { return fmt::format("ops[{}] (\"{}\")", i, plan.ops[i].name); };
+  for (int32_t i = 0; i < num_ops; ++i)
+    if (plan.ops[i].device < 0 || plan.ops[i].device >= num_devices)
+      fail(fmt::format("{}: device is {}, but the plan has {} devices; give an index in 0..{}", op_place(i),
+                       plan.ops[i].device, num_devices, num_devices - 1));
   std::vector<int32_t> listed(num_ops, 0);
-  for (int32_t d = 0; d < num_devices; ++d)
+  for (int32_t d = 0; d < num_devices; ++d) {
+    const std::string where = fmt::format("devices[{}] (\"{}\").ops", d, plan.devices[d].name);
     for (int32_t op : plan.devices[d].ops) {
-      if (op < 0 || op >= num_ops) fail(fmt::format("device \"{}\" lists op {}, but the plan has {} ops", plan.devices[d].name, op, num_ops));
+      if (op < 0 || op >= num_ops)
+        fail(fmt::format("{}: op {}, but the plan has {} ops; list op indices in 0..{}", where, op, num_ops, num_ops - 1));
       if (plan.ops[op].device != d)
-        fail(fmt::format("device \"{}\" lists op \"{}\", which is on device {}", plan.devices[d].name, plan.ops[op].name, plan.ops[op].device));
-      if (listed[op]++) fail(fmt::format("device \"{}\" lists op \"{}\" twice", plan.devices[d].name, plan.ops[op].name));
+        fail(fmt::format("{}: lists {}, whose device is {}; list each op under its own device", where, op_place(op),
+                         plan.ops[op].device));
+      if (listed[op]++) fail(fmt::format("{}: lists {} twice; list each op once", where, op_place(op)));
     }
+  }
   for (int32_t i = 0; i < num_ops; ++i) {
     const PlanOp& p = plan.ops[i];
-    const std::string what = fmt::format("op {} (\"{}\")", i, p.name);
-    if (p.device < 0 || p.device >= num_devices) fail(fmt::format("{} is on device {}, but the plan has {} devices", what, p.device, num_devices));
-    if (!listed[i]) fail(fmt::format("{} is not in device \"{}\"'s op list; add it", what, plan.devices[p.device].name));
+    const std::string what = op_place(i);
+    if (!listed[i])
+      fail(fmt::format("{}: not in devices[{}].ops; add it where it should run in that device's order", what, p.device));
     check_work(p.flops, what + " flops");
     check_work(p.bytes, what + " bytes");
     check_times(p.predicted_start_s, p.predicted_end_s, what);
     for (int32_t q : p.after_ops)
-      if (q < 0 || q >= num_ops || q == i) fail(fmt::format("{} waits for op {}, which is not another op of the plan", what, q));
+      if (q < 0 || q >= num_ops || q == i)
+        fail(fmt::format("{}: after_ops names {}, not another op of the plan; give indices in 0..{} other than {}", what,
+                         q, num_ops - 1, i));
     for (int32_t t : p.after_transfers) {
-      if (t < 0 || t >= num_transfers) fail(fmt::format("{} waits for transfer {}, but the plan has {}", what, t, num_transfers));
-      if (plan.transfers[t].dst != p.device) fail(fmt::format("{} waits for transfer {}, which goes to device {}, not to its device {}", what, t, plan.transfers[t].dst, p.device));
+      if (t < 0 || t >= num_transfers)
+        fail(fmt::format("{}: after_transfers names transfer {}, but the plan has {}; give indices in 0..{}", what, t,
+                         num_transfers, num_transfers - 1));
+      if (plan.transfers[t].dst != p.device)
+        fail(fmt::format("{}: after_transfers names transfers[{}], which goes to device {}, not to its device {}; wait "
+                         "only for transfers into the op's device",
+                         what, t, plan.transfers[t].dst, p.device));
     }
   }
   for (int32_t t = 0; t < num_transfers; ++t) {
     const PlanTransfer& x = plan.transfers[t];
-    if (x.producer < 0 || x.producer >= num_ops) fail(fmt::format("transfer {} has producer {}, but the plan has {} ops", t, x.producer, num_ops));
+    const std::string where = fmt::format("transfers[{}]", t);
+    if (x.producer < 0 || x.producer >= num_ops)
+      fail(fmt::format("{}: producer is {}, but the plan has {} ops; give an index in 0..{}", where, x.producer, num_ops,
+                       num_ops - 1));
     if (x.dst < 0 || x.dst >= num_devices || x.dst == x.src)
-      fail(fmt::format("transfer {} goes to device {}; it must be another device of the plan", t, x.dst));
+      fail(fmt::format("{}: goes to device {}; give another device of the plan than its source {}", where, x.dst, x.src));
     if (x.src != plan.ops[x.producer].device)
-      fail(fmt::format("transfer {} leaves device {}, but its producer \"{}\" is on device {}", t, x.src, plan.ops[x.producer].name, plan.ops[x.producer].device));
-    check_work(x.bytes, fmt::format("transfer {} bytes", t));
-    check_times(x.predicted_start_s, x.predicted_end_s, fmt::format("transfer {}", t));
+      fail(fmt::format("{}: leaves device {}, but its producer {} is on device {}; set src to the producer's device",
+                       where, x.src, op_place(x.producer), plan.ops[x.producer].device));
+    check_work(x.bytes, where + " bytes");
+    check_times(x.predicted_start_s, x.predicted_end_s, where);
   }
 
   // Deadlock freedom: Kahn's algorithm over ops (0..n) and transfers (n..n+t) with the dependencies,
@@ -191,9 +212,12 @@ void validate_plan(const ReplayPlan& plan, const std::string& origin) {
     int32_t stuck = 0;
     while (indegree[stuck] == 0) ++stuck;
     fail(stuck < num_ops
-             ? fmt::format("op \"{}\" can never start: its dependencies and the device and transfer orders form a cycle (reorder device \"{}\"'s ops)",
-                           plan.ops[stuck].name, plan.devices[plan.ops[stuck].device].name)
-             : fmt::format("transfer {} can never start: the orders form a cycle (reorder the transfers)", stuck - num_ops));
+             ? fmt::format("{} can never start: its after_ops and after_transfers, the devices' op orders and the "
+                           "transfer order form a cycle; reorder devices[{}].ops (\"{}\") or drop a dependency",
+                           op_place(stuck), plan.ops[stuck].device, plan.devices[plan.ops[stuck].device].name)
+             : fmt::format("transfers[{}] can never start: the dependencies and orders form a cycle; reorder the "
+                           "transfers or drop a dependency",
+                           stuck - num_ops));
   }
 }
 

@@ -73,7 +73,7 @@ def one_json(proc):
 
 
 def assert_error(proc, *names):
-    """cli.md: 'Errors go to stderr as one line, `placelab: error: <place>: <what> (<fix>)`, with
+    """cli.md: 'Errors go to stderr as one line, `placelab: error: <place>: <what>`, then the fix ..., with
     exit code 1.' Lines of progress may precede it; the error itself is the last line."""
     assert proc.returncode == 1, (proc.returncode, proc.stdout, proc.stderr)
     last = proc.stderr.rstrip("\n").split("\n")[-1]

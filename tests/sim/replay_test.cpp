@@ -144,21 +144,21 @@ TEST_CASE("sim::replay::plan: strict reading names the place at fault", "[replay
   CHECK_THROWS_WITH(plan_from_json(doc, "p.json"), Contains("ops[0].kernel") && Contains("\"compute\""));
   doc = good;
   doc["ops"][2]["device"] = 7;
-  CHECK_THROWS_WITH(plan_from_json(doc, "p.json"), Contains("is on device 7"));
+  CHECK_THROWS_WITH(plan_from_json(doc, "p.json"), Contains("p.json: ops[2] (") && Contains("device is 7, but the plan has 2 devices"));
   doc = good;
   doc["devices"][0]["ops"].erase(doc["devices"][0]["ops"].size() - 1);
-  CHECK_THROWS_WITH(plan_from_json(doc, "p.json"), Contains("not in device \"d0\"'s op list"));
+  CHECK_THROWS_WITH(plan_from_json(doc, "p.json"), Contains("not in devices[0].ops; add it"));
 
   doc = good;
   doc["devices"][1]["name"] = "d0";
-  CHECK_THROWS_WITH(plan_from_json(doc, "p.json"), Contains("p.json: device 1: name \"d0\" is used twice"));
+  CHECK_THROWS_WITH(plan_from_json(doc, "p.json"), Contains("p.json: devices[1]: name \"d0\" is used twice"));
   doc = good;
   doc["devices"][0]["name"] = "";
-  CHECK_THROWS_WITH(plan_from_json(doc, "p.json"), Contains("p.json: device 0: empty name"));
+  CHECK_THROWS_WITH(plan_from_json(doc, "p.json"), Contains("p.json: devices[0]: empty name"));
   doc = good;
   doc["ops"][4]["start_s"] = 5;
   doc["ops"][4]["end_s"] = 1;
-  CHECK_THROWS_WITH(plan_from_json(doc, "p.json"), Contains("p.json: op 4") && Contains("before it starts at 5 s"));
+  CHECK_THROWS_WITH(plan_from_json(doc, "p.json"), Contains("p.json: ops[4]") && Contains("before it starts at 5 s"));
 
   // Op 1 waits for op 0, but device d0 is told to run op 1 first: the plan could never finish.
   ReplayPlan cyclic = plan_from_json(good, "p.json");
@@ -181,13 +181,13 @@ TEST_CASE("sim::replay::plan: amounts the kernels cannot count in int64 are reje
   CHECK_NOTHROW(plan_from_json(doc, "p.json"));
   doc["ops"][1]["flops"] = 1e20;
   CHECK_THROWS_WITH(plan_from_json(doc, "p.json"),
-                    Contains("p.json: op 1 (\"op1\") flops is 1e+20, must be at most 4.611686018427388e+18 (2^62"));
+                    Contains("p.json: ops[1] (\"op1\") flops is 1e+20, must be at most 4.611686018427388e+18 (2^62"));
   doc = good;
   doc["ops"][2]["bytes"] = 1e300;
-  CHECK_THROWS_WITH(plan_from_json(doc, "p.json"), Contains("op 2 (\"op2\") bytes is 1e+300, must be at most"));
+  CHECK_THROWS_WITH(plan_from_json(doc, "p.json"), Contains("ops[2] (\"op2\") bytes is 1e+300, must be at most"));
   doc = good;
   doc["transfers"][0]["bytes"] = 1e20;
-  CHECK_THROWS_WITH(plan_from_json(doc, "p.json"), Contains("p.json: transfer 0 bytes is 1e+20, must be at most"));
+  CHECK_THROWS_WITH(plan_from_json(doc, "p.json"), Contains("p.json: transfers[0] bytes is 1e+20, must be at most"));
 
   // The kernels clamp rather than convert out of range.
   CHECK(cpu::gemm_shape(1e300).reps == cpu::gemm_shape(kMaxAmount).reps);
