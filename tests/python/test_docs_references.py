@@ -54,7 +54,8 @@ def expand_braces(token):
             for x in expand_braces(token[:m.start()] + alt + token[m.end():])]
 
 
-def is_placeholder(token):
+def is_template_word(token):
+    """A word the docs use as a slot for the user's own value (`<F>`, `$OUT`, `DIR/...`, `NAME`), not a path."""
     return any(c in token for c in "<>$") or "..." in token or re.search(r"\bNAME\b|\bDIR\b", token)
 
 
@@ -71,7 +72,7 @@ def references(text):
         for span in re.findall(r"`([^`\n]+)`", line):
             for word in span.split():
                 word = word.strip("(),;:'\"")
-                if not word or "://" in word or is_placeholder(word):
+                if not word or "://" in word or is_template_word(word):
                     continue
                 if word.startswith(TOP):
                     refs.append((lineno, word, "path"))
