@@ -39,14 +39,16 @@ ScheduleProblem problem_of(const Units& units, bool memory) {
   return pb;
 }
 
-/** A list scheduler on the placer's problem: checks its options, may add to `info`. */
+/** A list scheduler's options check (throws for unknown ones), and the scheduler, which may add to `info`. */
+using CheckFn = void (*)(const nlohmann::json& options);
 using ScheduleFn = Schedule (*)(const ScheduleProblem&, const nlohmann::json& options, nlohmann::json& info);
 
 class ListPlacer final : public Placer {
  public:
-  ListPlacer(ScheduleFn schedule, bool memory) : schedule_(schedule), memory_(memory) {}
+  ListPlacer(CheckFn check, ScheduleFn schedule, bool memory) : check_(check), schedule_(schedule), memory_(memory) {}
 
   PlaceResult place(const PlaceRequest& request) const override {
+    check_(request.options);  // before any work or progress line
     Units units(request.simulator);
     request.report(fmt::format("scheduling {} ops ({} colocation units)", request.graph().num_ops(), units.num_units()));
     nlohmann::json info = nlohmann::json::object();
@@ -62,24 +64,20 @@ class ListPlacer final : public Placer {
   }
 
  private:
+  CheckFn check_;
   ScheduleFn schedule_;
   bool memory_;
 };
 
-Schedule heft_fn(const ScheduleProblem& pb, const nlohmann::json& options, nlohmann::json&) {
-  check_options("heft", options, {});
-  return heft_schedule(pb);
-}
-Schedule m_topo_fn(const ScheduleProblem& pb, const nlohmann::json& options, nlohmann::json&) {
-  check_options("m_topo", options, {});
-  return m_topo_schedule(pb);
-}
-Schedule m_etf_fn(const ScheduleProblem& pb, const nlohmann::json& options, nlohmann::json&) {
-  check_options("m_etf", options, {});
-  return m_etf_schedule(pb);
-}
+void heft_options(const nlohmann::json& options) { check_options("heft", options, {}); }
+void m_topo_options(const nlohmann::json& options) { check_options("m_topo", options, {}); }
+void m_etf_options(const nlohmann::json& options) { check_options("m_etf", options, {}); }
+void m_sct_options(const nlohmann::json& options) { check_options("m_sct", options, {"lp_iterations"}); }
+
+Schedule heft_fn(const ScheduleProblem& pb, const nlohmann::json&, nlohmann::json&) { return heft_schedule(pb); }
+Schedule m_topo_fn(const ScheduleProblem& pb, const nlohmann::json&, nlohmann::json&) { return m_topo_schedule(pb); }
+Schedule m_etf_fn(const ScheduleProblem& pb, const nlohmann::json&, nlohmann::json&) { return m_etf_schedule(pb); }
 Schedule m_sct_fn(const ScheduleProblem& pb, const nlohmann::json& options, nlohmann::json& info) {
-  check_options("m_sct", options, {"lp_iterations"});
   FavoriteChildren how;
   Schedule s = m_sct_schedule(pb, option_int("m_sct", options, "lp_iterations", 50000), &how);
   info["lp"] = how.lp_optimal ? "optimal" : "iteration limit: greedy favourite children";
@@ -89,9 +87,9 @@ Schedule m_sct_fn(const ScheduleProblem& pb, const nlohmann::json& options, nloh
 
 }  // namespace
 
-std::unique_ptr<Placer> make_heft_placer() { return std::make_unique<ListPlacer>(&heft_fn, false); }
-std::unique_ptr<Placer> make_m_topo_placer() { return std::make_unique<ListPlacer>(&m_topo_fn, true); }
-std::unique_ptr<Placer> make_m_etf_placer() { return std::make_unique<ListPlacer>(&m_etf_fn, true); }
-std::unique_ptr<Placer> make_m_sct_placer() { return std::make_unique<ListPlacer>(&m_sct_fn, true); }
+std::unique_ptr<Placer> make_heft_placer() { return std::make_unique<ListPlacer>(&heft_options, &heft_fn, false); }
+std::unique_ptr<Placer> make_m_topo_placer() { return std::make_unique<ListPlacer>(&m_topo_options, &m_topo_fn, true); }
+std::unique_ptr<Placer> make_m_etf_placer() { return std::make_unique<ListPlacer>(&m_etf_options, &m_etf_fn, true); }
+std::unique_ptr<Placer> make_m_sct_placer() { return std::make_unique<ListPlacer>(&m_sct_options, &m_sct_fn, true); }
 
 }  // namespace placelab::policy

@@ -57,6 +57,7 @@ def test_place_errors_name_the_fix():
     assert bad.returncode == 1 and "steps" in bad.stderr and "integer" in bad.stderr
     bad = placelab("place", "--placer", "heft", "--options", '{"steps": 3}', check=False)
     assert bad.returncode == 1 and 'placer heft options: unknown field "steps" (none are accepted here)' in bad.stderr
+    assert "scheduling" not in bad.stderr  # options are checked before any work is reported
     # An unknown option given over the embedded checkpoint is the caller's, not the checkpoint's.
     bad = placelab("place", "--graph", GRAPH, "--placer", "gdp", "--options", '{"hiden": 8}', check=False)
     assert bad.returncode == 1 and 'placer gdp options: unknown field "hiden"' in bad.stderr
