@@ -104,9 +104,15 @@ EdgeId GraphBuilder::add_edge(OpId src, OpId dst, double bytes, double comm_s) {
 
 namespace {
 
-void check_amount(double v, std::string_view field, const std::function<std::string()>& where) {
+// With `total`, the amount is also added to the graph's total of that field, which must stay finite:
+// stats, cost sums and placers add the amounts up.
+void check_amount(double v, std::string_view field, const std::function<std::string()>& where,
+                  double* total = nullptr) {
   if (!std::isfinite(v) || v < 0)
     throw Error(fmt::format("{}: {} is {} (must be a finite number >= 0)", where(), field, v));
+  if (total && !std::isfinite(*total += v))
+    throw Error(fmt::format("{}: {} is {}, which takes the graph's total {} past the largest number (~1.8e308): "
+                            "check the unit", where(), field, v, field));
 }
 
 // Counting-sort edges by `key` into CSR arrays.
@@ -135,6 +141,7 @@ Graph GraphBuilder::build() && {
   g.name_ = std::move(name_);
 
   std::unordered_map<std::string, int32_t> type_index, pinned_index, kind_index;
+  GraphStats totals;
   g.by_name_.reserve(ops_.size());
   for (OpId i = 0; i < n; ++i) {
     OpSpec& s = ops_[i];
@@ -145,11 +152,11 @@ Graph GraphBuilder::build() && {
       throw Error(fmt::format("op {}: duplicate name \"{}\" (first used by op {}; names must be unique)", i,
                               s.name, it->second));
     if (s.type.empty()) throw Error(fmt::format("{}: has an empty type", where()));
-    check_amount(s.flops, "flops", where);
-    check_amount(s.bytes_read, "bytes_read", where);
-    check_amount(s.bytes_written, "bytes_written", where);
-    check_amount(s.output_bytes, "output_bytes", where);
-    check_amount(s.param_bytes, "param_bytes", where);
+    check_amount(s.flops, "flops", where, &totals.flops);
+    check_amount(s.bytes_read, "bytes_read", where, &totals.bytes_read);
+    check_amount(s.bytes_written, "bytes_written", where, &totals.bytes_written);
+    check_amount(s.output_bytes, "output_bytes", where, &totals.output_bytes);
+    check_amount(s.param_bytes, "param_bytes", where, &totals.param_bytes);
     check_amount(s.temp_bytes, "temp_bytes", where);
     if (s.colocation < kNoClass)
       throw Error(fmt::format("{}: colocation class {} is negative (use >= 0, or omit it)", where(), s.colocation));
@@ -208,7 +215,7 @@ Graph GraphBuilder::build() && {
     if (s.src == s.dst) throw Error(fmt::format("{}: is a self-loop (an op cannot depend on itself)", named()));
     if (!seen.emplace(s.src, s.dst).second)
       throw Error(fmt::format("{}: duplicates an earlier edge (merge their bytes into one edge)", named()));
-    check_amount(s.bytes, "bytes", named);
+    check_amount(s.bytes, "bytes", named, &totals.edge_bytes);
     if (!std::isnan(s.comm_s)) {
       check_amount(s.comm_s, "comm_s", named);
       g.has_edge_comm_ = true;

@@ -131,4 +131,15 @@ TEST_CASE("graphs::GraphBuilder: invalid graphs give errors naming the place", "
     b.add_edge(0, 1, -5);
     CHECK_THAT(build_error(b), Catch::Contains("bytes is -5"));
   }
+  SECTION("amounts whose total overflows") {
+    GraphBuilder b("huge");
+    b.add_op(op("a", 1e308));
+    b.add_op(op("b", 1e308));
+    CHECK_THAT(build_error(b), Catch::Contains("op 1 (\"b\"): flops is 1e+308, which takes the graph's total flops past"));
+    GraphBuilder e("hugeedges");
+    for (const char* name : {"a", "b", "c"}) e.add_op(op(name));
+    e.add_edge(0, 1, 1.5e308);
+    e.add_edge(1, 2, 1.5e308);
+    CHECK_THAT(build_error(e), Catch::Contains("edge 1 (\"b\" -> \"c\"): bytes is 1.5e+308, which takes"));
+  }
 }
