@@ -78,10 +78,17 @@ std::shared_ptr<ProfileModel> profile_from_json(const nlohmann::json& doc, const
   for (size_t i = 0; i < entries.size(); ++i) {
     io::JsonNode e = entries.at(i);
     e.check_fields({"device_kind", "op", "op_type", "time_s"});
-    std::string kind = e.at("device_kind").as_string();
+    // An empty name would match no device or op: say so instead of ignoring the entry.
+    auto name_of = [&](const char* field) {
+      io::JsonNode node = e.at(field);
+      std::string name = node.as_string();
+      if (name.empty()) node.fail("is empty; give the name it means");
+      return name;
+    };
+    std::string kind = name_of("device_kind");
     double s = e.at("time_s").as_amount();
     if (e.has("op") == e.has("op_type")) e.fail("give exactly one of \"op\" (an op name) or \"op_type\"");
-    const std::string key = e.has("op") ? "op" : "op_type", name = e.at(key).as_string();
+    const std::string key = e.has("op") ? "op" : "op_type", name = name_of(key.c_str());
     const auto [it, fresh] = seen.emplace(std::tuple{key, kind, name}, i);
     if (!fresh) e.fail(fmt::format("repeats the time of {} \"{}\" on \"{}\" (entries[{}]); keep one", key, name, kind, it->second));
     if (e.has("op")) model->set_op_time(kind, name, s);

@@ -321,12 +321,15 @@ Simulator::Simulator(const graphs::Graph& graph, const Cluster& cluster, std::sh
   for (size_t op = 0; op < n; ++op)
     for (size_t d = 0; d < D; ++d) {
       double t = measured_of_device[d] >= 0 ? graph.measured_s(op, measured_of_device[d]) : graphs::kUnknown;
-      if (std::isnan(t)) t = cost_model_->op_time_s(graph, static_cast<graphs::OpId>(op), cluster.device(d));
+      const bool measured = !std::isnan(t);
+      if (!measured) t = cost_model_->op_time_s(graph, static_cast<graphs::OpId>(op), cluster.device(d));
       if (!(t >= 0 && t <= kMaxSeconds))
-        throw Error(fmt::format("simulator: cost model \"{}\" gives {:.6g} s for op \"{}\" on \"{}\"; times must be "
-                                "finite, >= 0 and at most {:g} s: check the op's amounts (FLOPs, bytes, measured or "
-                                "profiled times) and the device's peak, bandwidth and launch overhead",
-                                cost_model_->name(), t, graph.op_name(op), cluster.device(d).name, kMaxSeconds));
+        throw Error(fmt::format("simulator: {} gives {:.6g} s for op \"{}\" on \"{}\"; times must be finite, >= 0 and "
+                                "at most {:g} s: check the op's amounts (FLOPs, bytes, measured or profiled times) "
+                                "and the device's peak, bandwidth and launch overhead",
+                                measured ? fmt::format("the graph's measured time on kind \"{}\"", cluster.device(d).kind)
+                                         : fmt::format("cost model \"{}\"", cost_model_->name()),
+                                t, graph.op_name(op), cluster.device(d).name, kMaxSeconds));
       time_[op * D + d] = t;
     }
 

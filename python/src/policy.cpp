@@ -189,12 +189,14 @@ void init_policy(py::module_& m) {
     PythonInterrupt interrupt;
     bool interrupted = false;
     const std::function<bool(const rl::LogEntry&)> each_step = [&](const rl::LogEntry& entry) {
+      // A pending Ctrl-C is taken first, so that it cannot fire inside on_step: the callback still gets
+      // this step, which the checkpoint and the log hold.
+      interrupted = interrupt.poll() || interrupted;
       try {
-        if (!interrupted && step_callback && !step_callback(entry)) return false;
+        if (step_callback && !step_callback(entry)) return false;
       } catch (const policy::Interrupted&) {
         interrupted = true;
       }
-      interrupted = interrupted || interrupt.poll();
       return !interrupted;
     };
     const std::function<void(std::string_view)> each_progress = [&](std::string_view status) {

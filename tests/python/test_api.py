@@ -175,7 +175,6 @@ def test_placer_registry_by_name(simulator):
     (lambda s: s.simulate(np.zeros(s.num_ops) + 0.5), "integers"),
     (lambda s: s.simulate(np.zeros((2, s.num_ops), dtype=int)), "1-dimensional"),
     (lambda s: s.simulate(np.full(s.num_ops, 2**40)), "int32"),
-    (lambda s: s.simulate("abc"), "placement"),
     (lambda s: s.simulate_batch(np.zeros((3, 2), dtype=int)), "one column per op"),
     (lambda s: s.simulate_batch(np.vstack([np.zeros(s.num_ops, int), np.full(s.num_ops, 7)])), "row 1"),
     (lambda s: s.simulate_stream(np.zeros(s.num_ops, int), 0), "micro-batches"),
@@ -208,6 +207,12 @@ def test_wrong_python_types_raise_type_error(simulator):
         placelab.make_model("resnet50", {"batch": "two"})
     with pytest.raises(TypeError):
         placelab.Simulator("graph", simulator.cluster)
+    # A placement that is not an array of numbers at all; numbers that are wrong stay ValueError.
+    for not_numbers in ("abc", None, {"op": 0}, 3, 2.5, [None] * simulator.num_ops):
+        with pytest.raises(TypeError, match="placement must be an array of integers"):
+            simulator.simulate(not_numbers)
+    with pytest.raises(TypeError, match="placements must be an array of integers"):
+        simulator.simulate_batch("abc")
 
 
 def test_bad_input_never_kills_the_interpreter():

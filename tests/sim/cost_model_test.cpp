@@ -60,6 +60,12 @@ TEST_CASE("sim::ProfileModel: per-op entries, then per-type, then the fallback",
       {"device_kind": "gpu", "op_type": "MatMul", "time_s": 0.5}, {"device_kind": "gpu", "op": "MatMul", "time_s": 1},
       {"device_kind": "gpu", "op_type": "MatMul", "time_s": 9}]})", "p.json"), "p.json", roofline),
                     Catch::Contains("p.json: entries[2]: repeats the time of op_type \"MatMul\" on \"gpu\" (entries[0])"));
+  CHECK_THROWS_WITH(profile_from_json(io::parse_json(R"({"format": "placelab.profile", "version": 1, "entries": [
+      {"device_kind": "", "op": "mm", "time_s": 1}]})", "p.json"), "p.json", roofline),
+                    Catch::Contains("p.json: entries[0].device_kind: is empty"));
+  CHECK_THROWS_WITH(profile_from_json(io::parse_json(R"({"format": "placelab.profile", "version": 1, "entries": [
+      {"device_kind": "gpu", "op_type": "", "time_s": 1}]})", "p.json"), "p.json", roofline),
+                    Catch::Contains("p.json: entries[0].op_type: is empty"));
 }
 
 TEST_CASE("sim::Simulator: measured times of the device's kind override the cost model exactly", "[sim]") {

@@ -465,7 +465,15 @@ TEST_CASE("sim::Simulator: ops and transfers longer than 1e9 s are an error nami
   b.add_edge(0, 1, 100);
   const graphs::Graph slow = std::move(b).build();
   const Cluster c = pair_cluster(100, 0);
-  CHECK_THROWS_WITH(Simulator(slow, c), Catch::Contains("for op \"a\" on \"d0\"") && Catch::Contains("at most 1e+09 s"));
+  CHECK_THROWS_WITH(Simulator(slow, c), Catch::Contains("cost model \"roofline\" gives 2e+09 s for op \"a\" on \"d0\"") &&
+                                           Catch::Contains("at most 1e+09 s"));
+  graphs::GraphBuilder m("slow_measured");  // the message says where the time came from
+  graphs::OpSpec timed = op("a", 1);
+  timed.measured_s = {{"unit", 3e9}};
+  m.add_op(timed);
+  const graphs::Graph slow_measured = std::move(m).build();
+  CHECK_THROWS_WITH(Simulator(slow_measured, c),
+                    Catch::Contains("the graph's measured time on kind \"unit\" gives 3e+09 s for op \"a\" on \"d0\""));
 
   graphs::GraphBuilder t("big_tensor");
   t.add_op(op("a", 1));
