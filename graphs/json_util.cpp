@@ -1,5 +1,6 @@
 #include "graphs/json_util.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <cerrno>
@@ -80,9 +81,15 @@ class StrictDom {
     return true;
   }
   template <class Exception>
-  bool parse_error(std::size_t, const std::string&, const Exception& e) {
+  bool parse_error(std::size_t byte, const std::string& token, const Exception& e) {
+    error_byte = byte;
+    error_token = token;
     throw e;
   }
+
+  // Where a parse error stopped (bytes read) and the token it was reading, which its message quotes.
+  size_t error_byte = 0;
+  std::string error_token;
 
  private:
   struct Frame {
@@ -137,15 +144,27 @@ class StrictDom {
 json parse_json(std::string_view text, const std::string& origin) {
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
     throw Error(fmt::format("{}: is empty (expected a JSON document)", origin));
+  json doc;
+  StrictDom dom(doc, origin);
   try {
-    json doc;
-    StrictDom dom(doc, origin);
     json::sax_parse(text, &dom);
     return doc;
   } catch (const json::exception& e) {
-    // Drop nlohmann's "[json.exception...] " prefix; its message names the line and column.
+    // Drop nlohmann's "[json.exception...] " prefix; its message names the line and column, but for
+    // a number overflow, which gets them here.
     std::string what = e.what();
     if (auto pos = what.find("] "); pos != std::string::npos) what = what.substr(pos + 2);
+    if (what.find(" line ") == std::string::npos && dom.error_byte > 0) {
+      const std::string_view before = text.substr(0, std::min(dom.error_byte, text.size()));
+      const size_t line_start = before.rfind('\n') + 1;  // 0 when there is no newline
+      what += fmt::format(" at line {}, column {}", std::count(before.begin(), before.end(), '\n') + 1,
+                          before.size() - line_start);
+    }
+    // It quotes the token it was reading: a truncated file can stop inside a megabyte-long string.
+    constexpr size_t kQuoted = 40;
+    const std::string token = "'" + dom.error_token + "'";
+    if (auto pos = what.find(token); pos != std::string::npos && dom.error_token.size() > kQuoted)
+      what.replace(pos, token.size(), "'" + dom.error_token.substr(0, kQuoted) + "...'");
     std::string hint = "fix the syntax there; is the file truncated?";
     if (what.find("overflow") != std::string::npos || starts_non_finite(text, e))
       hint = "numbers must be finite: NaN and Infinity are not valid JSON";

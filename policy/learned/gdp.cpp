@@ -383,7 +383,7 @@ void GdpLearner::load_state(const nlohmann::json& state) {
   root.check_fields({"params", "optimizer", "rng"});
   const std::string rng_text = root.at("rng").as_string();
   std::mt19937_64 rng;
-  rl::load_rng_state(rng, rng_text);  // validates before anything changes
+  rl::load_rng_state(rng, rng_text, "gdp learner state: rng");  // validates before anything changes
   // Moments are shaped like the parameters, so they can be checked before any parameter changes.
   nn::Adam adam(nn::tensors_of(network_.params()), adam_options(options_));
   if (root.has("optimizer")) rl::load_optimizer_state(adam, root.at("optimizer").value());

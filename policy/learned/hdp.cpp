@@ -302,7 +302,7 @@ void GroupedLearner::load_state(const nlohmann::json& state) {
   if (!rng.is_string()) throw Error(fmt::format("{} state: rng must be a string", name_));
   nn::parameters_from_json(params, fmt::format("{} state: params", name_), params_);
   rl::load_optimizer_state(*optimizer_, optimizer);
-  rl::load_rng_state(rng_, rng.get<std::string>());
+  rl::load_rng_state(rng_, rng.get<std::string>(), fmt::format("{} state: rng", name_));
   baseline_.load_state(baseline);
 }
 

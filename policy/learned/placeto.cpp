@@ -509,7 +509,7 @@ void PlacetoLearner::load_state(const nlohmann::json& state) {
   const nlohmann::json& rng_json = field(state, "rng", "the state");
   if (!rng_json.is_string()) throw Error("placeto state: \"rng\" must be a string");
   std::mt19937_64 rng;
-  rl::load_rng_state(rng, rng_json.get<std::string>());
+  rl::load_rng_state(rng, rng_json.get<std::string>(), "placeto state: rng");
 
   // Parameters and optimiser: restore the old values if the optimiser state does not fit.
   std::vector<ad::MatrixF> old;

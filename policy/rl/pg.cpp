@@ -247,14 +247,15 @@ std::string rng_state(const std::mt19937_64& rng) {
   return out.str();
 }
 
-void load_rng_state(std::mt19937_64& rng, const std::string& state) {
+void load_rng_state(std::mt19937_64& rng, const std::string& state, std::string_view where) {
   std::istringstream in(state);
   std::mt19937_64 restored;
   in >> restored;
   const bool read = !in.fail() && (in >> std::ws).eof();  // and nothing after it
   std::mt19937_64 probe = restored;  // an all-zero state only ever draws 0
   if (!read || (probe() | probe() | probe() | probe()) == 0) {
-    throw Error("rng state is not a std::mt19937_64 state (312 numbers); the checkpoint is damaged or of another policy");
+    throw Error(fmt::format("{}: is not a saved random generator state (312 numbers, as a learner writes them); the "
+                            "checkpoint is damaged or of another policy", where));
   }
   rng = restored;
 }

@@ -91,8 +91,8 @@ void record_rollouts(const Evaluation& evaluation, std::span<const std::vector<i
 /** Optimiser moments and step count as JSON (exact float round trip), and back. */
 nlohmann::json optimizer_state(const nn::Optimizer& optimizer);
 void load_optimizer_state(nn::Optimizer& optimizer, const nlohmann::json& state);
-/** std::mt19937_64 state as a string, and back (exact). */
+/** std::mt19937_64 state as a string, and back (exact); a bad state is an error naming `where`. */
 std::string rng_state(const std::mt19937_64& rng);
-void load_rng_state(std::mt19937_64& rng, const std::string& state);
+void load_rng_state(std::mt19937_64& rng, const std::string& state, std::string_view where);
 
 }  // namespace placelab::rl

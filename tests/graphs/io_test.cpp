@@ -81,7 +81,8 @@ TEST_CASE("graphs::io: bad graph files give one-line errors naming the place", "
     CHECK_THAT(error_of(replace_once(v, "2e9", "-2e9")), Catch::Contains("ops[1].flops: is -2000000000, must be >= 0"));
     CHECK_THAT(error_of(replace_once(v, "2e9", "NaN")), Catch::Contains("in.json: invalid JSON") && Catch::Contains("NaN and Infinity are not valid JSON"));
     CHECK_THAT(error_of(replace_once(v, "2e9", "-Infinity")), Catch::Contains("NaN and Infinity are not valid JSON"));
-    CHECK_THAT(error_of(replace_once(v, "2e9", "1e999")), Catch::Contains("in.json: invalid JSON"));
+    CHECK_THAT(error_of(replace_once(v, "2e9", "1e999")),
+               Catch::Contains("in.json: invalid JSON (number overflow parsing '1e999' at line "));
     CHECK_THAT(error_of(replace_once(v, "0.0015", "-1")), Catch::Contains("ops[1].measured_s.gpu: is -1"));
   }
   SECTION("unknown field") {
@@ -121,6 +122,11 @@ TEST_CASE("graphs::io: bad graph files give one-line errors naming the place", "
   }
   SECTION("truncated or empty") {
     CHECK_THAT(error_of(v.substr(0, v.size() / 2)), Catch::Contains("invalid JSON") && Catch::Contains("truncated"));
+    // Cut inside a long string: the message quotes the start of the token, not all of it.
+    const std::string cut = replace_once(v, R"("name": "tiny")", "\"name\": \"" + std::string(100000, 'a'));
+    const std::string message = error_of(cut);
+    CHECK_THAT(message, Catch::Contains("last read: '\"" + std::string(39, 'a') + "...'"));
+    CHECK(message.size() < 300);
     CHECK_THAT(error_of("  \n"), Catch::Contains("in.json: is empty"));
   }
   SECTION("empty graph") {

@@ -91,7 +91,7 @@ class ToyLearner : public rl::Learner {
   void load_state(const nlohmann::json& state) override {
     nn::parameters_from_json(state.at("params"), "toy state", params_);
     rl::load_optimizer_state(*optimizer_, state.at("optimizer"));
-    rl::load_rng_state(rng_, state.at("rng").get<std::string>());
+    rl::load_rng_state(rng_, state.at("rng").get<std::string>(), "test state: rng");
     baseline_.load_state(state.at("baseline"));
   }
   const MatrixF& logits() const { return logits_.value(); }
@@ -371,13 +371,14 @@ TEST_CASE("rl optimiser state: Adam and SGD continue identically after save and 
   std::mt19937_64 g(5);
   g();
   std::mt19937_64 h;
-  rl::load_rng_state(h, rl::rng_state(g));
+  rl::load_rng_state(h, rl::rng_state(g), "h");
   CHECK(g() == h());
-  CHECK(error_of([&] { rl::load_rng_state(h, "1 2 3"); }).find("rng state") != std::string::npos);
-  CHECK(error_of([&] { rl::load_rng_state(h, rl::rng_state(g) + " 7"); }).find("rng state") != std::string::npos);
+  CHECK(error_of([&] { rl::load_rng_state(h, "1 2 3", "ck.json: learner.rng"); })
+            .starts_with("ck.json: learner.rng: is not a saved random generator state"));
+  CHECK(error_of([&] { rl::load_rng_state(h, rl::rng_state(g) + " 7", "rng"); }).find("random generator state") != std::string::npos);
   std::string zeros;
   for (int i = 0; i < 312; ++i) zeros += "0 ";
-  CHECK(error_of([&] { rl::load_rng_state(h, zeros + "0"); }).find("rng state") != std::string::npos);
+  CHECK(error_of([&] { rl::load_rng_state(h, zeros + "0", "rng"); }).find("random generator state") != std::string::npos);
 
   // Saved floats beyond a float's range are an error, not inf.
   nlohmann::json huge = a.state();
