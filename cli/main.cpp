@@ -11,6 +11,19 @@
 #include "cli/common.h"
 #include "graphs/error.h"
 
+namespace {
+
+// An error line is for people: one that quotes a huge input (a 100 kB field name) keeps its start,
+// which names the place, and its end, which says the fix.
+std::string for_people(std::string_view message) {
+  constexpr size_t kHead = 1000, kTail = 500;
+  if (message.size() <= kHead + kTail + 100) return std::string(message);
+  return fmt::format("{} [... {} characters ...] {}", message.substr(0, kHead), message.size() - kHead - kTail,
+                     message.substr(message.size() - kTail));
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"placelab: device placement of neural-network dataflow graphs"};
   app.require_subcommand(1);
@@ -31,16 +44,17 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const std::system_error& e) {  // e.g. output that could not be written (fmt::print, the check above)
-    placelab::cli::note("placelab: error: {}\n", e.what());
+    placelab::cli::note("placelab: error: {}\n", for_people(e.what()));
     return 1;
   } catch (const placelab::Error& e) {
-    placelab::cli::note("placelab: error: {}\n", e.what());
+    placelab::cli::note("placelab: error: {}\n", for_people(e.what()));
     return 1;
   } catch (const std::bad_alloc&) {
     placelab::cli::note("placelab: error: out of memory (try a smaller graph or fewer parallel runs)\n");
     return 1;
   } catch (const std::exception& e) {  // a bug: still one line and a non-zero exit, not an abort
-    placelab::cli::note("placelab: internal error: {} (please report it with the command that caused it)\n", e.what());
+    placelab::cli::note("placelab: internal error: {} (please report it with the command that caused it)\n",
+                        for_people(e.what()));
     return 2;
   }
   return 0;

@@ -73,6 +73,9 @@ GOOD = {"format": "placelab.graph", "version": 1, "name": "g",
     (lambda d: d.update(version=2), "version 2 is not supported (supported: 1)"),
     (lambda d: d.update(ops=[], edges=[]), "has no ops"),
     (lambda d: d.update(ops=[]), "ops: has no ops"),
+    # A huge field name: the line keeps the place and the fix, and elides the middle.
+    (lambda d: d["ops"][0].update({"x" * 100_000: 1}), "characters ...] xxx"),
+    (lambda d: d["ops"][0].update({"x" * 100_000: 1}), "(known fields: name, type"),
 ])
 def test_bad_graph_files_fail_with_one_line(tmp_path, mutate, message):
     doc = json.loads(json.dumps(GOOD))
@@ -81,6 +84,7 @@ def test_bad_graph_files_fail_with_one_line(tmp_path, mutate, message):
     assert proc.returncode == 1
     assert message in proc.stderr
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("placelab: error: ")
+    assert len(proc.stderr) < 2000
 
 
 @pytest.mark.parametrize("text, message", [
