@@ -174,6 +174,8 @@ json parse_json(std::string_view text, const std::string& origin) {
 
 std::string dump_json(const json& doc, int indent) { return doc.dump(indent, ' ', false, json::error_handler_t::replace); }
 
+std::string as_written(const std::string& text) { return json::parse(dump_json(text)).get<std::string>(); }
+
 bool names_a_file(const std::string& spec) {
   std::error_code ec;  // a path the system cannot even look at (a link loop, too long) is still a path
   const std::filesystem::file_status status = std::filesystem::status(spec, ec);
@@ -352,8 +354,9 @@ int64_t JsonNode::as_int() const {
   if (value_->is_number_float()) {
     double v = value_->get<double>();
     if (std::isfinite(v) && v == std::floor(v) && std::abs(v) < 9e15) return static_cast<int64_t>(v);
-    if (std::abs(v) >= 0x1p63)  // also the integers from 2^64 on, which the reader keeps only as a double
-      fail(fmt::format("expected an integer of at most {} in magnitude, got {}", INT64_MAX, v));
+    if (std::abs(v) >= 0x1p63)  // also the integers from 2^64 on and below -2^63, which the reader keeps only as a double
+      fail(fmt::format("expected an integer from {} to {}, got {} (an integer that far out is read as the nearest "
+                       "floating-point number)", INT64_MIN, INT64_MAX, v));
   }
   fail("expected an integer, got " + (value_->is_number() ? fmt::format("{}", value_->get<double>()) : type_name(*value_)));
 }

@@ -27,6 +27,9 @@ json parse_json(std::string_view text, const std::string& origin);
  */
 std::string dump_json(const json& doc, int indent = -1);
 
+/** `text` as dump_json writes it: bytes that are not UTF-8 become U+FFFD. */
+std::string as_written(const std::string& text);
+
 /**
  * Whether a graph or cluster argument names a file rather than a zoo model or preset: it exists and is
  * not a folder (a results folder named after a model leaves the model reachable), ends in ".json" or

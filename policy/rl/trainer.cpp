@@ -113,6 +113,13 @@ void restore_trainer(const io::JsonNode& node, const std::vector<Task>& tasks,
   for (size_t t = 0; t < tasks.size(); ++t) {
     const io::JsonNode entry = list.at(t);
     entry.check_fields({"name", "fingerprint", "reward", "best_cost_s", "best_step", "best_placement"});
+    // Both read strictly first: a damaged checkpoint is reported as such, not as a changed file or reward.
+    const io::JsonNode fingerprint = entry.at("fingerprint");
+    fingerprint.expect_object();
+    fingerprint.check_fields({"ops", "devices", "graph_hash", "cluster_hash", "cost_model"});
+    for (const char* count : {"ops", "devices"}) fingerprint.at(count).as_int();
+    for (const char* text : {"graph_hash", "cluster_hash", "cost_model"}) fingerprint.at(text).as_string();
+    reward_options_from_json(entry.at("reward").value(), entry.at("reward").where());
     if (entry.at("fingerprint").value() != fingerprints[t]) {
       entry.at("fingerprint").fail(fmt::format("is {} but this run's graph and cluster give {}: a file changed since "
                                                "the checkpoint; resume with the files it trained on, or start a new "
@@ -228,7 +235,7 @@ Task make_task(std::string name, std::shared_ptr<const sim::Simulator> simulator
   task.reference_s = reference_cost_s(name, *simulator, reward);
   task.reward = reward;
   task.simulator = std::move(simulator);
-  task.name = std::move(name);
+  task.name = io::as_written(name);  // as the checkpoint keeps it (a file name need not be UTF-8), so resume compares alike
   return task;
 }
 
@@ -311,7 +318,11 @@ SavedRun saved_run(const std::string& dir) {
   run.options = doc["options"];
   run.seed = checkpoint_seed(doc, run.file);
   const io::JsonNode tasks = io::JsonNode(doc, run.file).at("trainer").at("tasks");
-  if (tasks.size() > 0) run.reward = tasks.at(0).at("reward").value();
+  if (tasks.size() > 0) {
+    const io::JsonNode reward = tasks.at(0).at("reward");
+    reward_options_from_json(reward.value(), reward.where());  // a damaged one is named by its path
+    run.reward = reward.value();
+  }
   return run;
 }
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from . import _core
+from . import _checks, _core
 
 __all__ = ["results_frame", "devices_frame", "compare"]
 
@@ -32,6 +32,7 @@ def results_frame(results, index=None):
         results = [results]
     rows = []
     for r in results:
+        _checks.fields(r, (*_SCALARS, "device_peak_bytes"), "results_frame", "each result")
         row = {k: r[k] for k in _SCALARS}
         row["max_peak_bytes"] = float(max(r["device_peak_bytes"], default=0.0))
         rows.append(row)
@@ -42,9 +43,12 @@ def devices_frame(simulator, result):
     """One row per device of a simulate() result: name, kind, busy seconds, utilisation, peak and excess bytes."""
     import pandas as pd
 
+    _checks.simulator(simulator, "devices_frame")
     if _is_batch(result):
         raise TypeError("devices_frame: takes one simulate() result, not a simulate_batch() one; simulate the "
                         "placement of the row you want")
+    _checks.fields(result, ("step_time_s", "device_busy_s", "device_peak_bytes", "device_excess_bytes"),
+                   "devices_frame", "result")
     c = simulator.cluster
     step = result["step_time_s"]
     return pd.DataFrame({

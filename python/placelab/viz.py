@@ -8,6 +8,8 @@ import os
 
 import numpy as np
 
+from . import _checks
+
 __all__ = ["timeline", "memory", "link_utilisation", "training_curves"]
 
 
@@ -44,6 +46,9 @@ def _finish(ax, path):
 def timeline(simulator, trace, ax=None, path=None, transfers=True, color_by="type"):
     """Gantt chart of one step: a row per device (ops coloured by op type or phase) and, with transfers=True,
     a row per device pair that moved data. `trace` is Simulator.trace(placement)'s dict."""
+    _checks.simulator(simulator, "timeline")
+    _checks.fields(trace, ("ops", "transfers", "result"), "timeline", "trace")
+    _checks.writable(path)
     plt = _plt()
     g, c = simulator.graph, simulator.cluster
     ops = trace["ops"]
@@ -86,6 +91,8 @@ def memory_over_time(simulator, trace, placement=None):
     device holds after each change, in the engine's order (docs/simulator.md gives the rules), starting from
     the resident bytes. `placement` is not needed (kept for older callers). Returns (times, bytes of shape
     (devices, times)); the maximum per device is exactly result['device_peak_bytes']."""
+    _checks.simulator(simulator, "memory_over_time")
+    _checks.fields(trace, ("memory",), "memory_over_time", "trace")
     memory = trace["memory"]
     devices = memory["device"]
     times = np.asarray(memory["time_s"], dtype=float)
@@ -104,6 +111,7 @@ def memory_over_time(simulator, trace, placement=None):
 
 def memory(simulator, trace, placement=None, ax=None, path=None):
     """Bytes held per device over the step (memory_over_time), with each device's capacity when finite."""
+    _checks.writable(path)
     ax = _axes(ax, (10, 4))
     times, held = memory_over_time(simulator, trace, placement)
     c = simulator.cluster
@@ -118,6 +126,9 @@ def memory(simulator, trace, placement=None, ax=None, path=None):
 
 def link_utilisation(simulator, result, ax=None, path=None):
     """Bar chart of each link's busy fraction of the step (both directions summed, so it may exceed 1)."""
+    _checks.simulator(simulator, "link_utilisation")
+    _checks.fields(result, ("step_time_s", "link_busy_s"), "link_utilisation", "result")
+    _checks.writable(path)
     ax = _axes(ax, (8, 3 + 0.1 * simulator.cluster.num_links))
     names = simulator.cluster.link_names
     step = result["step_time_s"]
@@ -134,8 +145,12 @@ def training_curves(history, ax=None, path=None, keys=None):
     """Line plot of training metrics: `history` is a list of per-step dicts, a dict of lists, or a DataFrame."""
     import pandas as pd
 
+    _checks.writable(path)
     frame = history if isinstance(history, pd.DataFrame) else pd.DataFrame(history)
     keys = keys or [k for k in frame.columns if np.issubdtype(frame[k].dtype, np.number) and k != "step"]
+    missing = [k for k in keys if k not in frame.columns]
+    if missing:
+        raise ValueError(f"training_curves: keys {missing} are not in the history (it has {list(frame.columns)})")
     ax = _axes(ax, (8, 4))
     x = frame["step"] if "step" in frame.columns else frame.index
     for k in keys:

@@ -58,6 +58,15 @@ std::vector<int32_t> to_int32_vector(const py::handle& obj, const std::string& w
 
 /** A file or folder path from a str or os.PathLike; throws TypeError naming `what` for anything else. */
 std::string path_arg(const py::handle& obj, const std::string& what);
+/**
+ * obj (an int, or anything with __index__ such as numpy integers) as T: TypeError naming `what` for a
+ * non-integer, ValueError for a value outside T's range (pybind11's own answer is a multi-line TypeError).
+ */
+template <class T>
+T int_arg(const py::handle& obj, const char* what);
+
+/** obj (a str) as UTF-8; a string that is not valid Unicode is a ValueError naming `what`. */
+std::string text_arg(const py::handle& obj, const std::string& what);
 
 /** An (N, cols) integer array as N rows of int32; throws Error naming `what` for anything else. */
 std::vector<std::vector<int32_t>> to_int32_rows(const py::handle& obj, int64_t cols, const std::string& what);

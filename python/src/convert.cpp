@@ -9,7 +9,60 @@
 
 namespace placelab::python {
 
+namespace {
+
+// Text for messages: a str as UTF-8 with anything unencodable (a lone surrogate) escaped.
+std::string printable(const py::handle& obj) {
+  return py::cast<std::string>(py::str(obj).attr("encode")("utf-8", "backslashreplace").attr("decode")("utf-8"));
+}
+
+// json.dumps turns keys 1, True and None into "1", "true" and "null": a device kind or field named by
+// accident. Keys must be strings already. With `text`, strings must also be valid Unicode (json.dumps
+// writes a lone surrogate as an escape that no JSON reader takes). `trail` holds the keys and indices down
+// to obj, for the message.
+void check_tree(const py::handle& obj, const std::string& what, std::vector<py::object>& trail, bool text) {
+  if (trail.size() > 200) return;  // json.dumps reports the recursion itself
+  auto path = [&] {
+    std::string p = what;
+    for (const py::object& step : trail)
+      p += py::isinstance<py::str>(step) ? "." + printable(step) : "[" + printable(step) + "]";
+    return p;
+  };
+  auto valid_text = [&](const py::handle& str) {
+    if (!text) return;
+    if (PyUnicode_AsUTF8AndSize(str.ptr(), nullptr) == nullptr) {
+      PyErr_Clear();
+      throw Error(fmt::format("{}: {} is not valid Unicode text (a lone surrogate such as \\ud800?)", path(),
+                              printable(py::repr(str))));
+    }
+  };
+  if (py::isinstance<py::dict>(obj)) {
+    for (auto [key, value] : py::reinterpret_borrow<py::dict>(obj)) {
+      if (!py::isinstance<py::str>(key))
+        throw py::type_error(fmt::format("{}: key {} is a {}; keys must be strings", path(), printable(py::repr(key)),
+                                         printable(py::type::handle_of(key).attr("__name__"))));
+      valid_text(key);
+      trail.push_back(py::reinterpret_borrow<py::object>(key));
+      check_tree(value, what, trail, text);
+      trail.pop_back();
+    }
+  } else if (py::isinstance<py::list>(obj) || py::isinstance<py::tuple>(obj)) {
+    size_t i = 0;
+    for (const py::handle item : obj) {
+      trail.push_back(py::int_(i++));
+      check_tree(item, what, trail, text);
+      trail.pop_back();
+    }
+  } else if (py::isinstance<py::str>(obj)) {
+    valid_text(obj);
+  }
+}
+
+}  // namespace
+
 nlohmann::json to_json(const py::handle& obj, const std::string& what) {
+  std::vector<py::object> trail;
+  check_tree(obj, what, trail, false);
   py::object dumps = py::module_::import("json").attr("dumps");
   // numpy scalars and arrays (np.int64(3), np.arange(4)) are JSON-able through tolist(), paths
   // (pathlib.Path, e.g. a checkpoint option) as their text.
@@ -25,7 +78,12 @@ nlohmann::json to_json(const py::handle& obj, const std::string& what) {
     throw Error(fmt::format("{} must be JSON-able (dicts, lists, strings, finite numbers): {}", what,
                             py::cast<std::string>(py::str(e.value()))));
   }
-  return nlohmann::json::parse(text);
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception&) {  // a string that is not Unicode: find it to name it
+    check_tree(obj, what, trail, true);
+    throw Error(fmt::format("{} must be JSON-able: it holds a string that is not valid Unicode", what));
+  }
 }
 
 std::string path_arg(const py::handle& obj, const std::string& what) {
@@ -33,7 +91,39 @@ std::string path_arg(const py::handle& obj, const std::string& what) {
     throw py::type_error(fmt::format("{} must be a path (str or pathlib.Path), got {}", what,
                                      py::cast<std::string>(py::str(py::type::handle_of(obj).attr("__name__")))));
   }
-  return py::cast<std::string>(py::module_::import("os").attr("fspath")(obj));
+  // As bytes, the way Python's own file functions see it (a name that is not UTF-8 arrives as surrogate escapes).
+  try {
+    return py::cast<std::string>(py::module_::import("os").attr("fsencode")(obj));
+  } catch (const py::error_already_set& e) {
+    throw Error(fmt::format("{} {} is not a file name this system can encode: {}", what,
+                            py::cast<std::string>(py::repr(obj)), py::cast<std::string>(py::str(e.value()))));
+  }
+}
+
+template <class T>
+T int_arg(const py::handle& obj, const char* what) {
+  py::int_ value;
+  try {
+    value = py::module_::import("operator").attr("index")(obj);
+  } catch (const py::error_already_set&) {
+    throw py::type_error(fmt::format("{} must be an integer, got {}", what,
+                                     printable(py::type::handle_of(obj).attr("__name__"))));
+  }
+  const py::int_ lo(std::numeric_limits<T>::min()), hi(std::numeric_limits<T>::max());
+  if (value < lo || value > hi)
+    throw Error(fmt::format("{} is {}, outside {} to {}", what, printable(value), printable(lo), printable(hi)));
+  return value.cast<T>();
+}
+template int32_t int_arg<int32_t>(const py::handle&, const char*);
+template int64_t int_arg<int64_t>(const py::handle&, const char*);
+template uint64_t int_arg<uint64_t>(const py::handle&, const char*);
+
+std::string text_arg(const py::handle& obj, const std::string& what) {
+  try {
+    return py::cast<std::string>(obj);
+  } catch (const py::cast_error&) {
+    throw Error(fmt::format("{} {} is not valid Unicode text (a lone surrogate?)", what, py::cast<std::string>(py::repr(obj))));
+  }
 }
 
 py::object from_json(const nlohmann::json& value) {
@@ -52,6 +142,11 @@ py::array_t<int64_t> as_int64_array(const py::handle& obj, int ndim, const std::
     throw Error(fmt::format("{} must be an integer array: {}", what, py::cast<std::string>(py::str(e.value()))));
   }
   char kind = arr.dtype().kind();
+  // numpy keeps Python ints too large for int64 as objects: a value out of range, not a wrong type.
+  if (kind == 'O' && arr.ndim() > 0 && arr.size() > 0 &&
+      py::cast<bool>(py::module_::import("builtins").attr("all")(
+          py::module_::import("builtins").attr("map")(py::type::of(py::int_(0)).attr("__instancecheck__"), arr.attr("flat")))))
+    throw Error(fmt::format("{} has a value outside int32", what));
   // Not numbers at all (None, a dict, a string), or one number where an array belongs: a wrong Python type.
   if (kind == 'O' || kind == 'S' || kind == 'U' || kind == 'V' || kind == 'M' || kind == 'm' || arr.ndim() == 0) {
     throw py::type_error(fmt::format("{} must be an array of integers (device indices), got {}", what,

@@ -225,7 +225,9 @@ void init_graphs(py::module_& m) {
   m.def("contract_colocation", &graphs::contract_colocation, py::arg("graph"),
         "One coarse op per colocation class (acyclic).");
   m.def("fuse_chains", &graphs::fuse_chains, py::arg("graph"), "HSDAG chain fusion.");
-  m.def("group_by_size", [](const Graph& g, int32_t max_groups) { return graphs::group_by_size(g, max_groups); },
+  m.def("group_by_size", [](const Graph& g, const py::object& max_groups) {
+          return graphs::group_by_size(g, int_arg<int32_t>(max_groups, "max_groups"));
+        },
         py::arg("graph"), py::arg("max_groups"), "At most max_groups groups contiguous in topological order.");
   m.def("contract_labels", [](const Graph& g, const py::object& labels, const std::string& name) {
     const std::vector<int32_t> v32 = to_int32_vector(labels, "labels");  // integers only, as placements

@@ -110,7 +110,8 @@ rl::Task task_of(const py::handle& item, size_t k, const rl::RewardOptions& rewa
   expect(py::isinstance<sim::Cluster>(t[first + 1]), first + 1, "placelab.Cluster");
   auto graph = std::make_shared<const graphs::Graph>(t[first].cast<const graphs::Graph&>());
   auto cluster = std::make_shared<const sim::Cluster>(t[first + 1].cast<const sim::Cluster&>());
-  std::string name = first == 1 ? t[0].cast<std::string>() : fmt::format("{} on {}", graph->name(), cluster->name());
+  std::string name = first == 1 ? text_arg(t[0], fmt::format("tasks[{}][0]", k))
+                                : fmt::format("{} on {}", graph->name(), cluster->name());
   return rl::make_task(std::move(name), std::move(graph), std::move(cluster), reward);
 }
 
@@ -126,8 +127,9 @@ void init_policy(py::module_& m) {
   m.def("fast_placers", [] { return policy::fast_placers(); },
         "The placers that finish in seconds on zoo graphs: compare()'s default rows, as on the command line.");
 
-  m.def("place", [](const sim::Simulator& s, const std::string& name, const py::object& options, uint64_t seed,
-                    const py::object& progress) {
+  m.def("place", [](const sim::Simulator& s, const std::string& name, const py::object& options,
+                    const py::object& seed_arg, const py::object& progress) {
+    const auto seed = int_arg<uint64_t>(seed_arg, "seed");
     auto report = gil_callback<void, std::string_view>(progress, "progress callback");  // checked first
     auto placer = policy::make_placer(name);
     PythonInterrupt interrupt;
@@ -160,9 +162,10 @@ void init_policy(py::module_& m) {
   }, "Every learned policy as (name, summary): what train() takes.");
 
   m.def("train", [](const std::string& policy, const py::list& tasks, int64_t steps, double minutes,
-                    const py::object& checkpoint, int64_t checkpoint_every, bool resume, uint64_t seed,
+                    const py::object& checkpoint, int64_t checkpoint_every, bool resume, const py::object& seed_arg,
                     const py::object& options, const py::object& reward, const py::object& on_step,
                     const py::object& progress) {
+    const auto seed = int_arg<uint64_t>(seed_arg, "seed");
     const std::string dir = checkpoint.is_none() ? "" : path_arg(checkpoint, "checkpoint");
     // A resumed run keeps its seed, and unless given its options and reward.
     const std::optional<rl::SavedRun> saved = resume && !dir.empty() ? std::optional(rl::saved_run(dir)) : std::nullopt;

@@ -203,7 +203,8 @@ void init_sim(py::module_& m) {
         if (d < 0) throw Error(fmt::format("cluster {} has no device named \"{}\"", c.name(), name));
         return d;
       }, py::arg("name"), "Index of the device called `name`; ValueError when there is none.")
-      .def("route", [](const Cluster& c, int64_t src, int64_t dst) {
+      .def("route", [](const Cluster& c, const py::object& src_arg, const py::object& dst_arg) {
+        const auto src = int_arg<int64_t>(src_arg, "src device"), dst = int_arg<int64_t>(dst_arg, "dst device");
         check_device(c, src);
         check_device(c, dst);
         std::vector<std::string> v;
@@ -346,7 +347,8 @@ void init_sim(py::module_& m) {
         d["contiguous"] = r.contiguous;
         return d;
       }, py::arg("placement"), "Tarnawski et al.'s max-load (pipelined time per sample) of a placement, as a dict.")
-      .def("simulate_stream", [](const Simulator& s, const py::object& p, int32_t micro_batches) {
+      .def("simulate_stream", [](const Simulator& s, const py::object& p, const py::object& micro_batches_arg) {
+        const auto micro_batches = int_arg<int32_t>(micro_batches_arg, "micro_batches");
         auto device_of = placement_arg(s, p);
         sim::StreamResult r;
         {
@@ -393,17 +395,18 @@ void init_sim(py::module_& m) {
         auto device_of = placement_arg(s, p);
         return sim::is_contiguous(s.graph(), device_of, s.num_devices());
       }, py::arg("placement"), "Whether every device's forward ops form a convex set.")
-      .def("random_placement", [](const Simulator& s, uint64_t seed) {
-        std::mt19937_64 rng(seed);
+      .def("random_placement", [](const Simulator& s, const py::object& seed) {
+        std::mt19937_64 rng(int_arg<uint64_t>(seed, "seed"));
         return to_numpy(sim::random_placement(s, rng));
       }, py::arg("seed"), "A uniformly random valid placement (pins respected), fixed by `seed`.")
-      .def("random_placements", [](const Simulator& s, int64_t n, uint64_t seed) {
+      .def("random_placements", [](const Simulator& s, const py::object& n_arg, const py::object& seed) {
+        const auto n = int_arg<int64_t>(n_arg, "n");
         if (n < 0) throw Error(fmt::format("n must be >= 0, got {}", n));
         // Allocated first (a size too large fails at once, as numpy's MemoryError), filled in place, and
         // Ctrl-C is seen between rows.
         py::array_t<int32_t> out({static_cast<py::ssize_t>(n), static_cast<py::ssize_t>(s.num_ops())});
         int32_t* rows = out.mutable_data();
-        std::mt19937_64 rng(seed);
+        std::mt19937_64 rng(int_arg<uint64_t>(seed, "seed"));
         for (int64_t i = 0; i < n; ++i) {
           const std::vector<int32_t> p = sim::random_placement(s, rng);
           std::copy(p.begin(), p.end(), rows + i * static_cast<int64_t>(s.num_ops()));
@@ -416,7 +419,8 @@ void init_sim(py::module_& m) {
                                         "A placement changed one op or one group of ops at a time (local search, "
                                         "Placeto's MDP); each move re-simulates from a saved state and equals a full "
                                         "simulate().")
-      .def(py::init([](const Simulator& s, const py::object& placement, int32_t checkpoints) {
+      .def(py::init([](const Simulator& s, const py::object& placement, const py::object& checkpoints_arg) {
+             const auto checkpoints = int_arg<int32_t>(checkpoints_arg, "checkpoints");
              if (checkpoints < 1) throw Error(fmt::format("checkpoints must be >= 1, got {}", checkpoints));
              return std::make_unique<sim::IncrementalSimulator>(s, placement_arg(s, placement), checkpoints);
            }),
@@ -429,13 +433,18 @@ void init_sim(py::module_& m) {
                              "The current placement.")
       .def_property_readonly("last_replayed_fraction", &sim::IncrementalSimulator::last_replayed_fraction,
                              "Fraction of a full run's events the last move replayed.")
-      .def("move", [](sim::IncrementalSimulator& inc, int64_t op, int64_t device) {
-        return result_dict(inc.move(move_ops(inc, {op}, device), static_cast<int32_t>(device)));
-      }, py::arg("op"), py::arg("device"), "Moves `op` to `device` and returns the new simulate() dict.")
-      .def("move", [](sim::IncrementalSimulator& inc, const std::vector<int64_t>& ops, int64_t device) {
+      // Sequences take the group move; anything else (an int, a numpy integer) the single one.
+      .def("move", [](sim::IncrementalSimulator& inc, const py::sequence& ops_arg, const py::object& device_arg) {
+        const std::vector<int32_t> ops32 = to_int32_vector(ops_arg, "ops");
+        const std::vector<int64_t> ops(ops32.begin(), ops32.end());
+        const auto device = int_arg<int64_t>(device_arg, "device");
         return result_dict(inc.move(move_ops(inc, ops, device), static_cast<int32_t>(device)));
       }, py::arg("ops"), py::arg("device"),
          "Moves every op of `ops` (a colocation group) to `device`, re-simulating once; returns the simulate() dict.")
+      .def("move", [](sim::IncrementalSimulator& inc, const py::object& op_arg, const py::object& device_arg) {
+        const auto op = int_arg<int64_t>(op_arg, "op"), device = int_arg<int64_t>(device_arg, "device");
+        return result_dict(inc.move(move_ops(inc, {op}, device), static_cast<int32_t>(device)));
+      }, py::arg("op"), py::arg("device"), "Moves `op` to `device` and returns the new simulate() dict.")
       .def("undo", [](sim::IncrementalSimulator& inc) { return result_dict(inc.undo()); },
            "Reverts the last move exactly, without simulating (a rejected local-search move costs one replay, not "
            "two); returns the simulate() dict. Raises ValueError when there is nothing to revert.");

@@ -795,8 +795,8 @@ def error_line(proc):
 
 
 def test_damaged_checkpoint_rng_error_shows_no_cpp_type(base, tmp_path):
-    """A checkpoint whose `learner.rng` text is cut short: the resume error says `rng state is not a
-    std::mt19937_64 state`, a C++ type name, where the reader wants to know what the field must hold."""
+    """A checkpoint whose `learner.rng` text is cut short: the resume error names the field and what it must
+    hold (it used to say `rng state is not a std::mt19937_64 state`, a C++ type name)."""
     ck = tmp_path / "ck"
     ck.mkdir()
     doc = json.loads(base["docs"]["checkpoint"])
@@ -815,8 +815,9 @@ def test_damaged_checkpoint_rng_error_shows_no_cpp_type(base, tmp_path):
     ("graph", lambda raw: raw.replace(b'"version": 1', b'"version": ' + b"1" * 100_000, 1)),
 ], ids=["truncated-inside-checkpoint-rng", "number-of-100k-digits"])
 def test_parse_error_does_not_quote_a_whole_long_token(base, tmp_path, kind, make):
-    """The JSON reader's message quotes the whole token it was reading (`last read: '...'`, `number overflow
-    parsing '...'`): kilobytes to megabytes on one error line, the place and the fix lost in it."""
+    """The JSON reader's message quotes the token it was reading (`last read: '...'`, `number overflow
+    parsing '...'`): only its start, or the line would run to kilobytes or megabytes (as it used to),
+    the place and the fix lost in it."""
     folder = tmp_path / "ck"
     folder.mkdir()
     file = write_bytes(folder / ("checkpoint.json" if kind == "checkpoint" else "g.json"), make(base["docs"][kind]))
@@ -829,9 +830,8 @@ def test_parse_error_does_not_quote_a_whole_long_token(base, tmp_path, kind, mak
 
 
 def test_number_overflow_error_names_its_position(base, tmp_path):
-    """`1e400` (beyond a double) in a graph: `g.json: invalid JSON (number overflow parsing '1e400'); numbers
-    must be finite: ...` gives no line, column or JSON path, unlike every other syntax error (NaN gets
-    `line 1, column 417`); in a 50k-op graph the reader has to search for the token."""
+    """`1e400` (beyond a double) in a graph: the message gives its line and column, like every other syntax
+    error (it used to give neither: in a 50k-op graph the reader had to search for the token)."""
     doc = json.loads(base["docs"]["graph"])
     doc["ops"][3]["flops"] = OVER
     file = write_bytes(tmp_path / "g.json", to_bytes(dump(doc)))

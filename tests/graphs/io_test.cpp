@@ -160,6 +160,17 @@ TEST_CASE("graphs::io: write_json_atomic writes invalid UTF-8 as U+FFFD and leav
   for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::temp_directory_path()))
     CHECK(entry.path().string().rfind(path + ".tmp", 0) == std::string::npos);
   std::filesystem::remove(path);
+  CHECK(io::as_written("clu\xff.json") == "clu\xef\xbf\xbd.json");  // names compared with saved ones
+  CHECK(io::as_written("plain") == "plain");
+}
+
+TEST_CASE("placelab::Error: control characters quoted from the input are escaped, so what() is whole and one line",
+          "[graphs]") {
+  using namespace std::string_literals;  // a literal that holds a NUL
+  CHECK(std::string(Error("unknown model \"res\0net\"; known: a"s).what()) ==
+        "unknown model \"res\\x00net\"; known: a");
+  CHECK(std::string(Error("op \"a\nb\tc\"").what()) == "op \"a\\nb\\x09c\"");
+  CHECK(std::string(Error("caf\xc3\xa9").what()) == "caf\xc3\xa9");  // UTF-8 is kept
 }
 
 TEST_CASE("graphs::io: write_json_atomic replaces a link's target, not the link, even a missing one, and refuses a directory", "[graphs][io]") {
