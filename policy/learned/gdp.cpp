@@ -266,7 +266,7 @@ GdpLearner::GdpLearner(const GdpOptions& options, uint64_t seed)
       adam_(nn::tensors_of(network_.params()), adam_options(options_)) {}
 
 const std::vector<int32_t>& GdpLearner::warm_target(const rl::Task& task) {
-  if (auto it = warm_targets_.find(task.name); it != warm_targets_.end()) return it->second;
+  if (auto it = warm_targets_.find(task.problem); it != warm_targets_.end()) return it->second;
   const Problem& problem = *task.problem;
   const std::vector<std::string> names = policy::split_placer_names(options_.warm_start);
   std::vector<std::vector<int32_t>> candidates;
@@ -284,7 +284,7 @@ const std::vector<int32_t>& GdpLearner::warm_target(const rl::Task& task) {
     }
     choice[static_cast<size_t>(u)] = d;
   }
-  return warm_targets_.emplace(task.name, std::move(choice)).first->second;
+  return warm_targets_.emplace(task.problem, std::move(choice)).first->second;
 }
 
 rl::StepStats GdpLearner::imitation_step(const rl::Task& task) {

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <string_view>
@@ -109,15 +110,16 @@ class GdpLearner : public rl::Learner {
  private:
   /** One cross-entropy step towards warm_target(task). */
   rl::StepStats imitation_step(const rl::Task& task);
-  /** Unit choices of the cheapest warm_start placement on `task` (computed once per task name). */
+  /** Unit choices of the cheapest warm_start placement on `task` (computed once per task). */
   const std::vector<int32_t>& warm_target(const rl::Task& task);
 
   GdpOptions options_;
   std::mt19937_64 rng_;
   GdpNetwork network_;
   nn::Adam adam_;
-  // Deterministic functions of the task, so not part of the checkpointed state.
-  std::map<std::string, std::vector<int32_t>> warm_targets_;
+  // Deterministic functions of the task, so not part of the checkpointed state. Keyed by the task's problem,
+  // not its name (two tasks may share a name), and holding it so that its address is never reused.
+  std::map<std::shared_ptr<const Problem>, std::vector<int32_t>> warm_targets_;
 };
 
 /** The text of policy/learned/pretrained/gdp.json as embedded at build time (empty when there was none). */
