@@ -18,8 +18,11 @@ namespace {
 std::string for_people(std::string_view message) {
   constexpr size_t kHead = 1000, kTail = 500;
   if (message.size() <= kHead + kTail + 100) return std::string(message);
-  return fmt::format("{} [... {} characters ...] {}", message.substr(0, kHead), message.size() - kHead - kTail,
-                     message.substr(message.size() - kTail));
+  auto continues = [&](size_t i) { return (static_cast<unsigned char>(message[i]) & 0xC0) == 0x80; };
+  size_t head = kHead, tail = message.size() - kTail;  // cut between whole UTF-8 characters
+  while (continues(head)) --head;
+  while (continues(tail)) ++tail;
+  return fmt::format("{} [... {} characters ...] {}", message.substr(0, head), tail - head, message.substr(tail));
 }
 
 }  // namespace

@@ -163,8 +163,11 @@ json parse_json(std::string_view text, const std::string& origin) {
     // It quotes the token it was reading: a truncated file can stop inside a megabyte-long string.
     constexpr size_t kQuoted = 40;
     const std::string token = "'" + dom.error_token + "'";
-    if (auto pos = what.find(token); pos != std::string::npos && dom.error_token.size() > kQuoted)
-      what.replace(pos, token.size(), "'" + dom.error_token.substr(0, kQuoted) + "...'");
+    if (auto pos = what.find(token); pos != std::string::npos && dom.error_token.size() > kQuoted) {
+      size_t keep = kQuoted;
+      while (keep > 0 && (static_cast<unsigned char>(dom.error_token[keep]) & 0xC0) == 0x80) --keep;  // whole UTF-8 characters
+      what.replace(pos, token.size(), "'" + dom.error_token.substr(0, keep) + "...'");
+    }
     std::string hint = "fix the syntax there; is the file truncated?";
     if (what.find("overflow") != std::string::npos || starts_non_finite(text, e))
       hint = "numbers must be finite: NaN and Infinity are not valid JSON";

@@ -23,9 +23,10 @@ def fields(obj, names, who, what):
 
 
 def writable(path):
-    """Like the core's writers: a file in a folder that does not exist is a ValueError, before any work."""
-    if path is None:
+    """Like the core's writers: a file in a folder that does not exist is a ValueError, before any work.
+    Anything that is not a path (a file object for savefig) is left to matplotlib."""
+    if not isinstance(path, (str, bytes, os.PathLike)):
         return
-    folder = os.path.dirname(os.fspath(path)) or "."
-    if not os.path.isdir(folder):
-        raise ValueError(f"{os.fspath(path)}: cannot be written (does its folder exist?)")
+    name = os.fsdecode(path)
+    if not os.path.isdir(os.path.dirname(name) or "."):
+        raise ValueError(f"{name}: cannot be written (does its folder exist?)")

@@ -146,6 +146,8 @@ def training_curves(history, ax=None, path=None, keys=None):
     import pandas as pd
 
     _checks.writable(path)
+    if isinstance(keys, str):
+        keys = [keys]
     frame = history if isinstance(history, pd.DataFrame) else pd.DataFrame(history)
     keys = keys or [k for k in frame.columns if np.issubdtype(frame[k].dtype, np.number) and k != "step"]
     missing = [k for k in keys if k not in frame.columns]

@@ -1,5 +1,6 @@
 // The conversions shared by the binding files: JSON through Python's json module (strict: no NaN),
 // and integer arrays checked for dtype, shape and range before they reach the core.
+#include <algorithm>
 #include <limits>
 
 #include <fmt/format.h>
@@ -19,9 +20,11 @@ std::string printable(const py::handle& obj) {
 // json.dumps turns keys 1, True and None into "1", "true" and "null": a device kind or field named by
 // accident. Keys must be strings already. With `text`, strings must also be valid Unicode (json.dumps
 // writes a lone surrogate as an escape that no JSON reader takes). `trail` holds the keys and indices down
-// to obj, for the message.
-void check_tree(const py::handle& obj, const std::string& what, std::vector<py::object>& trail, bool text) {
-  if (trail.size() > 200) return;  // json.dumps reports the recursion itself
+// to obj, for the message; `open` the containers on the way, so that a cycle ends the walk.
+void check_tree(const py::handle& obj, const std::string& what, std::vector<py::object>& trail,
+                std::vector<PyObject*>& open, bool text) {
+  // json.dumps reports a cycle, or nesting deeper than Python's default recursion limit, itself.
+  if (trail.size() > 1000 || std::find(open.begin(), open.end(), obj.ptr()) != open.end()) return;
   auto path = [&] {
     std::string p = what;
     for (const py::object& step : trail)
@@ -37,22 +40,26 @@ void check_tree(const py::handle& obj, const std::string& what, std::vector<py::
     }
   };
   if (py::isinstance<py::dict>(obj)) {
+    open.push_back(obj.ptr());
     for (auto [key, value] : py::reinterpret_borrow<py::dict>(obj)) {
       if (!py::isinstance<py::str>(key))
         throw py::type_error(fmt::format("{}: key {} is a {}; keys must be strings", path(), printable(py::repr(key)),
                                          printable(py::type::handle_of(key).attr("__name__"))));
       valid_text(key);
       trail.push_back(py::reinterpret_borrow<py::object>(key));
-      check_tree(value, what, trail, text);
+      check_tree(value, what, trail, open, text);
       trail.pop_back();
     }
+    open.pop_back();
   } else if (py::isinstance<py::list>(obj) || py::isinstance<py::tuple>(obj)) {
+    open.push_back(obj.ptr());
     size_t i = 0;
     for (const py::handle item : obj) {
       trail.push_back(py::int_(i++));
-      check_tree(item, what, trail, text);
+      check_tree(item, what, trail, open, text);
       trail.pop_back();
     }
+    open.pop_back();
   } else if (py::isinstance<py::str>(obj)) {
     valid_text(obj);
   }
@@ -62,7 +69,8 @@ void check_tree(const py::handle& obj, const std::string& what, std::vector<py::
 
 nlohmann::json to_json(const py::handle& obj, const std::string& what) {
   std::vector<py::object> trail;
-  check_tree(obj, what, trail, false);
+  std::vector<PyObject*> open;
+  check_tree(obj, what, trail, open, false);
   py::object dumps = py::module_::import("json").attr("dumps");
   // numpy scalars and arrays (np.int64(3), np.arange(4)) are JSON-able through tolist(), paths
   // (pathlib.Path, e.g. a checkpoint option) as their text.
@@ -81,7 +89,7 @@ nlohmann::json to_json(const py::handle& obj, const std::string& what) {
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception&) {  // a string that is not Unicode: find it to name it
-    check_tree(obj, what, trail, true);
+    check_tree(obj, what, trail, open, true);
     throw Error(fmt::format("{} must be JSON-able: it holds a string that is not valid Unicode", what));
   }
 }
@@ -142,11 +150,22 @@ py::array_t<int64_t> as_int64_array(const py::handle& obj, int ndim, const std::
     throw Error(fmt::format("{} must be an integer array: {}", what, py::cast<std::string>(py::str(e.value()))));
   }
   char kind = arr.dtype().kind();
-  // numpy keeps Python ints too large for int64 as objects: a value out of range, not a wrong type.
-  if (kind == 'O' && arr.ndim() > 0 && arr.size() > 0 &&
-      py::cast<bool>(py::module_::import("builtins").attr("all")(
-          py::module_::import("builtins").attr("map")(py::type::of(py::int_(0)).attr("__instancecheck__"), arr.attr("flat")))))
-    throw Error(fmt::format("{} has a value outside int32", what));
+  // numpy keeps integers as objects when one is too large for int64 (or when they were given so): read
+  // as int64 when every element is an integer, and out of range when one does not fit.
+  if (kind == 'O' && arr.ndim() > 0 && arr.size() > 0) {
+    py::module_ builtins = py::module_::import("builtins");
+    const py::object integral = py::module_::import("numbers").attr("Integral");
+    const py::object is_integer = py::cpp_function([integral](const py::handle& x) { return py::isinstance(x, integral); });
+    if (py::cast<bool>(builtins.attr("all")(builtins.attr("map")(is_integer, arr.attr("flat"))))) {
+      try {
+        arr = np.attr("asarray")(arr, py::arg("dtype") = np.attr("int64"));
+        kind = 'i';
+      } catch (const py::error_already_set& e) {
+        if (!e.matches(PyExc_OverflowError)) throw;
+        throw Error(fmt::format("{} has a value outside int32", what));
+      }
+    }
+  }
   // Not numbers at all (None, a dict, a string), or one number where an array belongs: a wrong Python type.
   if (kind == 'O' || kind == 'S' || kind == 'U' || kind == 'V' || kind == 'M' || kind == 'm' || arr.ndim() == 0) {
     throw py::type_error(fmt::format("{} must be an array of integers (device indices), got {}", what,

@@ -161,11 +161,13 @@ void init_policy(py::module_& m) {
     return out;
   }, "Every learned policy as (name, summary): what train() takes.");
 
-  m.def("train", [](const std::string& policy, const py::list& tasks, int64_t steps, double minutes,
-                    const py::object& checkpoint, int64_t checkpoint_every, bool resume, const py::object& seed_arg,
-                    const py::object& options, const py::object& reward, const py::object& on_step,
-                    const py::object& progress) {
+  m.def("train", [](const std::string& policy, const py::list& tasks, const py::object& steps_arg, double minutes,
+                    const py::object& checkpoint, const py::object& checkpoint_every_arg, bool resume,
+                    const py::object& seed_arg, const py::object& options, const py::object& reward,
+                    const py::object& on_step, const py::object& progress) {
     const auto seed = int_arg<uint64_t>(seed_arg, "seed");
+    const auto steps = int_arg<int64_t>(steps_arg, "steps");
+    const auto checkpoint_every = int_arg<int64_t>(checkpoint_every_arg, "checkpoint_every");
     const std::string dir = checkpoint.is_none() ? "" : path_arg(checkpoint, "checkpoint");
     // A resumed run keeps its seed, and unless given its options and reward.
     const std::optional<rl::SavedRun> saved = resume && !dir.empty() ? std::optional(rl::saved_run(dir)) : std::nullopt;

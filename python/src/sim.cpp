@@ -435,9 +435,14 @@ void init_sim(py::module_& m) {
                              "Fraction of a full run's events the last move replayed.")
       // Sequences take the group move; anything else (an int, a numpy integer) the single one.
       .def("move", [](sim::IncrementalSimulator& inc, const py::sequence& ops_arg, const py::object& device_arg) {
-        const std::vector<int32_t> ops32 = to_int32_vector(ops_arg, "ops");
-        const std::vector<int64_t> ops(ops32.begin(), ops32.end());
         const auto device = int_arg<int64_t>(device_arg, "device");
+        std::vector<int64_t> ops;
+        if (py::hasattr(ops_arg, "ndim") && py::cast<int64_t>(ops_arg.attr("ndim")) == 0) {  // a numpy scalar array: one op
+          ops.push_back(int_arg<int64_t>(ops_arg, "op"));
+        } else {
+          const std::vector<int32_t> ops32 = to_int32_vector(ops_arg, "ops");
+          ops.assign(ops32.begin(), ops32.end());
+        }
         return result_dict(inc.move(move_ops(inc, ops, device), static_cast<int32_t>(device)));
       }, py::arg("ops"), py::arg("device"),
          "Moves every op of `ops` (a colocation group) to `device`, re-simulating once; returns the simulate() dict.")

@@ -339,3 +339,30 @@ def test_a_callback_exception_reaches_the_caller_as_itself(simulator):
     with pytest.raises(Stop) as raised:
         placelab.place(simulator, "annealing", {"steps": 50}, progress=progress)
     assert raised.value.__notes__ == ["raised in the progress callback"]
+
+
+def test_argument_checks_keep_what_worked(simulator, tmp_path):
+    # The stricter argument checks must not refuse what is valid, nor hang on what json.dumps refuses.
+    import io
+
+    cyclic = []
+    cyclic.append(cyclic)
+    cyclic.append(cyclic)
+    with pytest.raises(ValueError, match="Circular reference"):
+        placelab.place(simulator, "heft", options={"x": cyclic})
+    n = simulator.num_ops
+    as_objects = np.zeros(n, dtype=object)  # Python ints kept as objects are still integers
+    assert simulator.simulate(as_objects)["step_time_s"] == simulator.simulate(np.zeros(n, int))["step_time_s"]
+    with pytest.raises(ValueError, match="placement has a value outside int32"):
+        simulator.simulate([np.int64(0)] * (n - 1) + [2**70])
+    inc = placelab.IncrementalSimulator(simulator, np.zeros(n, int))
+    assert inc.move(np.array(3), 1)["step_time_s"] == inc.move(3, 1)["step_time_s"]  # a 0-d array is one op
+    assert inc.move(ops=[1, 2], device=1)["step_time_s"] > 0 and inc.move(op=np.int32(4), device=1)
+    with pytest.raises(ValueError, match="steps is 18446744073709551616, outside"):
+        placelab.train("gdp", [(simulator.graph, simulator.cluster)], steps=2**64)
+    from placelab import viz
+
+    buffer = io.BytesIO()  # savefig takes file objects
+    viz.link_utilisation(simulator, simulator.simulate(np.zeros(n, int)), path=buffer)
+    assert buffer.getvalue().startswith(b"\x89PNG")
+    viz.training_curves([{"step": 0, "reward": 1.0}, {"step": 1, "reward": 2.0}], keys="reward")
