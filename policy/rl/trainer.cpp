@@ -263,6 +263,20 @@ std::string checkpoint_file(const std::string& path) {
   return fs::is_directory(path, ec) ? (fs::path(path) / "checkpoint.json").string() : path;
 }
 
+namespace {
+
+// The log on disk before the checkpoint that counts its lines: after a crash of the machine, not only of
+// the process, resume still finds every step the checkpoint has (extra lines it drops).
+void sync_to_disk(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const bool synced = fd >= 0 && ::fsync(fd) == 0;
+  const int error = errno;
+  if (fd >= 0) ::close(fd);
+  if (!synced) throw Error(fmt::format("{}: cannot be synced to disk ({})", path, std::strerror(error)));
+}
+
+}  // namespace
+
 void save_checkpoint(const std::string& dir, const Learner& learner, int64_t step, const nlohmann::json& trainer_state) {
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -450,7 +464,9 @@ TrainSummary train(Learner& learner, const std::vector<Task>& tasks, const Train
   const double wall_before_s = state.wall_s;
   const auto elapsed_s = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
   const auto save = [&] {
-    if (logging) save_checkpoint(options.checkpoint_dir, learner, state.step, trainer_json(state, tasks, fingerprints));
+    if (!logging) return;
+    sync_to_disk(log_path);
+    save_checkpoint(options.checkpoint_dir, learner, state.step, trainer_json(state, tasks, fingerprints));
   };
 
   bool stop = state.step >= options.steps;

@@ -479,6 +479,24 @@ def test_writes_go_through_a_synced_temporary_file_renamed_over_the_output(tmp_p
                                      "2", "--checkpoint", str(run)), run / "checkpoint.json")
 
 
+def test_the_log_is_on_disk_before_each_checkpoint(tmp_path):
+    """learned.md: 'The log is synced to disk before each checkpoint, so even a crash of the machine leaves
+    it holding every step the checkpoint counts.'"""
+    run = tmp_path / "run"
+    lines = traced_writes(tmp_path, "train", "--graphs", GRAPH, "--cluster", CLUSTER, *POLICY, "--steps", "4",
+                          "--checkpoint-every", "2", "--checkpoint", str(run))
+    final = f'"{run / "checkpoint.json"}"'
+    renames = [i for i, line in enumerate(lines) if re.search(r"rename(at2?)?\(", line) and final in line]
+    assert len(renames) == 2, renames  # steps 2 and 4
+    log = f'"{run / "log.jsonl"}"'
+    for i in renames:
+        since = max([j for j in renames if j < i], default=0)
+        opened = [j for j in range(since, i) if log in lines[j] and "O_CREAT" not in lines[j] and "= -1" not in lines[j]]
+        assert opened, f"log.jsonl not opened before checkpoint rename at line {i}"
+        fd = lines[opened[-1]].rsplit("=", 1)[1].strip()
+        assert any(re.search(rf"fsync\({fd}\)", lines[j]) for j in range(opened[-1], i)), "log not synced"
+
+
 def test_a_dangling_link_gets_its_target_written(tmp_path):
     """'a symbolic link's target is replaced (the link stays, even when its target does not exist yet)'"""
     link, target = tmp_path / "link.json", tmp_path / "sub" / "target.json"
