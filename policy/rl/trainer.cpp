@@ -391,6 +391,12 @@ TrainSummary train(Learner& learner, const std::vector<Task>& tasks, const Train
                    const std::function<bool(const LogEntry&)>& on_step,
                    const std::function<void(std::string_view)>& progress) {
   if (tasks.empty()) throw Error("train: no tasks (give at least one graph)");
+  // The log and the checkpoint tell tasks apart by name.
+  for (size_t t = 0; t < tasks.size(); ++t)
+    for (size_t u = 0; u < t; ++u)
+      if (tasks[u].name == tasks[t].name)
+        throw Error(fmt::format("train: tasks {} and {} are both named \"{}\"; give each task its own name (the "
+                                "log and the checkpoint tell tasks apart by name)", u, t, tasks[t].name));
   if (options.steps < 0) throw Error(fmt::format("train: steps {} must be >= 0", options.steps));
   if (!(options.minutes >= 0)) throw Error(fmt::format("train: minutes {} must be >= 0", options.minutes));
   const size_t n = tasks.size();

@@ -22,6 +22,46 @@ namespace py = pybind11;
 /** A file argument: a str or any os.PathLike (pathlib.Path), as Python's own file functions take. */
 using Path = std::filesystem::path;
 
+/**
+ * An argument taken as any Python object, for the binding to check itself with an error that names it
+ * (pybind11's own is a multi-line "incompatible function arguments"), and shown in signatures and
+ * help() as `Shown::name`, what it must be, instead of `object`.
+ */
+template <class Shown>
+struct Checked {
+  py::object obj;
+};
+namespace shown {
+struct Int {
+  static constexpr auto name = py::detail::const_name("int");
+};
+struct Ints {  // a placement, labels
+  static constexpr auto name = py::detail::const_name("Sequence[int] | numpy.ndarray");
+};
+struct IntRows {  // placements
+  static constexpr auto name = py::detail::const_name("Sequence[Sequence[int]] | numpy.ndarray");
+};
+struct OptionalDict {
+  static constexpr auto name = py::detail::const_name("dict | None");
+};
+struct OptionalDictOrPath {
+  static constexpr auto name = py::detail::const_name("dict | str | os.PathLike | None");
+};
+struct OptionalPath {
+  static constexpr auto name = py::detail::const_name("str | os.PathLike | None");
+};
+struct OptionalCallable {
+  static constexpr auto name = py::detail::const_name("Callable | None");
+};
+}  // namespace shown
+using IntArg = Checked<shown::Int>;
+using IntsArg = Checked<shown::Ints>;
+using IntRowsArg = Checked<shown::IntRows>;
+using DictArg = Checked<shown::OptionalDict>;
+using DictOrPathArg = Checked<shown::OptionalDictOrPath>;
+using PathArg = Checked<shown::OptionalPath>;
+using CallableArg = Checked<shown::OptionalCallable>;
+
 void init_graphs(py::module_& m);
 void init_sim(py::module_& m);
 void init_policy(py::module_& m);
@@ -64,6 +104,10 @@ std::string path_arg(const py::handle& obj, const std::string& what);
  */
 template <class T>
 T int_arg(const py::handle& obj, const char* what);
+template <class T>
+T int_arg(const IntArg& arg, const char* what) {
+  return int_arg<T>(arg.obj, what);
+}
 
 /** obj (a str) as UTF-8; a string that is not valid Unicode is a ValueError naming `what`. */
 std::string text_arg(const py::handle& obj, const std::string& what);
@@ -72,3 +116,17 @@ std::string text_arg(const py::handle& obj, const std::string& what);
 std::vector<std::vector<int32_t>> to_int32_rows(const py::handle& obj, int64_t cols, const std::string& what);
 
 }  // namespace placelab::python
+
+namespace pybind11::detail {
+template <class Shown>
+struct type_caster<placelab::python::Checked<Shown>> {
+  PYBIND11_TYPE_CASTER(placelab::python::Checked<Shown>, Shown::name);
+  bool load(handle src, bool /*convert*/) {
+    value.obj = reinterpret_borrow<object>(src);
+    return true;
+  }
+  static handle cast(const placelab::python::Checked<Shown>& arg, return_value_policy, handle) {
+    return arg.obj.inc_ref();
+  }
+};
+}  // namespace pybind11::detail

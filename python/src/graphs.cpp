@@ -132,7 +132,7 @@ void init_graphs(py::module_& m) {
       .def_property_readonly("edge_bytes", edge_array(&Graph::edge_bytes),
                              "Bytes of each edge (0 for a control edge).")
       .def("stats", [](const Graph& g) { return stats_dict(g.stats()); }, "Totals as a dict (as `placelab graph --stats`).")
-      .def("to_dict", [](const Graph& g) { return from_json(graphs::graph_to_json(g)); },
+      .def("to_dict", [](const Graph& g) { return py::dict(from_json(graphs::graph_to_json(g))); },
            "The placelab.graph document as a dict; graph_from_dict(g.to_dict()) equals g.")
       .def("write", [](const Graph& g, const Path& path) { graphs::write_graph(g, path); }, py::arg("path"),
            "Writes the graph to a placelab.graph JSON file.");
@@ -162,7 +162,7 @@ void init_graphs(py::module_& m) {
   m.def("graph_from_dict", [](const py::dict& doc, const std::string& origin) {
     return graphs::graph_from_json(to_json(doc, origin), origin);
   }, py::arg("doc"), py::arg("origin") = "graph dict", "Builds a graph from a placelab.graph document (a dict).");
-  m.def("graph_to_dict", [](const Graph& g) { return from_json(graphs::graph_to_json(g)); }, py::arg("graph"),
+  m.def("graph_to_dict", [](const Graph& g) { return py::dict(from_json(graphs::graph_to_json(g))); }, py::arg("graph"),
         "The placelab.graph document of a graph, as a dict.");
 
   m.def("expand_training", [](const Graph& g, double optimizer_state_factor, double backward_flops_factor,
@@ -213,8 +213,8 @@ void init_graphs(py::module_& m) {
                              py::return_value_policy::reference_internal, "The coarse graph.")
       .def_property_readonly("group_of", [](const Coarsening& c) { return to_numpy(c.group_of); },
                              "Coarse op of each original op (int32 array).")
-      .def("expand_placement", [](const Coarsening& c, const py::object& coarse) {
-        auto device_of = to_int32_vector(coarse, "coarse placement");
+      .def("expand_placement", [](const Coarsening& c, const IntsArg& coarse) {
+        auto device_of = to_int32_vector(coarse.obj, "coarse placement");
         if (static_cast<int64_t>(device_of.size()) != c.graph.num_ops()) {
           throw Error(fmt::format("coarse placement has {} entries, the coarse graph {} ops", device_of.size(),
                                   c.graph.num_ops()));
@@ -225,12 +225,12 @@ void init_graphs(py::module_& m) {
   m.def("contract_colocation", &graphs::contract_colocation, py::arg("graph"),
         "One coarse op per colocation class (acyclic).");
   m.def("fuse_chains", &graphs::fuse_chains, py::arg("graph"), "HSDAG chain fusion.");
-  m.def("group_by_size", [](const Graph& g, const py::object& max_groups) {
+  m.def("group_by_size", [](const Graph& g, const IntArg& max_groups) {
           return graphs::group_by_size(g, int_arg<int32_t>(max_groups, "max_groups"));
         },
         py::arg("graph"), py::arg("max_groups"), "At most max_groups groups contiguous in topological order.");
-  m.def("contract_labels", [](const Graph& g, const py::object& labels, const std::string& name) {
-    const std::vector<int32_t> v32 = to_int32_vector(labels, "labels");  // integers only, as placements
+  m.def("contract_labels", [](const Graph& g, const IntsArg& labels, const std::string& name) {
+    const std::vector<int32_t> v32 = to_int32_vector(labels.obj, "labels");  // integers only, as placements
     if (v32.size() != static_cast<size_t>(g.num_ops())) {
       throw Error(fmt::format("labels has {} entries; give one per op ({})", v32.size(), g.num_ops()));
     }

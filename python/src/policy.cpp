@@ -127,10 +127,11 @@ void init_policy(py::module_& m) {
   m.def("fast_placers", [] { return policy::fast_placers(); },
         "The placers that finish in seconds on zoo graphs: compare()'s default rows, as on the command line.");
 
-  m.def("place", [](const sim::Simulator& s, const std::string& name, const py::object& options,
-                    const py::object& seed_arg, const py::object& progress) {
+  m.def("place", [](const sim::Simulator& s, const std::string& name, const DictArg& options_arg,
+                    const IntArg& seed_arg, const CallableArg& progress) {
+    const py::object& options = options_arg.obj;
     const auto seed = int_arg<uint64_t>(seed_arg, "seed");
-    auto report = gil_callback<void, std::string_view>(progress, "progress callback");  // checked first
+    auto report = gil_callback<void, std::string_view>(progress.obj, "progress callback");  // checked first
     auto placer = policy::make_placer(name);
     PythonInterrupt interrupt;
     policy::PlaceRequest request{.simulator = s,
@@ -161,10 +162,11 @@ void init_policy(py::module_& m) {
     return out;
   }, "Every learned policy as (name, summary): what train() takes.");
 
-  m.def("train", [](const std::string& policy, const py::list& tasks, const py::object& steps_arg, double minutes,
-                    const py::object& checkpoint, const py::object& checkpoint_every_arg, bool resume,
-                    const py::object& seed_arg, const py::object& options, const py::object& reward,
-                    const py::object& on_step, const py::object& progress) {
+  m.def("train", [](const std::string& policy, const py::list& tasks, const IntArg& steps_arg, double minutes,
+                    const PathArg& checkpoint_arg, const IntArg& checkpoint_every_arg, bool resume,
+                    const IntArg& seed_arg, const DictArg& options_arg, const DictArg& reward_arg,
+                    const CallableArg& on_step, const CallableArg& progress) {
+    const py::object &checkpoint = checkpoint_arg.obj, &options = options_arg.obj, &reward = reward_arg.obj;
     const auto seed = int_arg<uint64_t>(seed_arg, "seed");
     const auto steps = int_arg<int64_t>(steps_arg, "steps");
     const auto checkpoint_every = int_arg<int64_t>(checkpoint_every_arg, "checkpoint_every");
@@ -183,12 +185,20 @@ void init_policy(py::module_& m) {
     if (tasks.empty()) throw Error("train needs at least one (graph, cluster) task");
     std::vector<rl::Task> task_list;
     for (size_t k = 0; k < tasks.size(); ++k) task_list.push_back(task_of(tasks[k], k, reward_options));
+    // Default names ("GRAPH on CLUSTER") shared by several tasks get their position, so that the log and
+    // the checkpoint can tell them apart; a name given twice is the core's error.
+    std::vector<bool> shared(task_list.size(), false);
+    for (size_t k = 0; k < task_list.size(); ++k)
+      for (size_t j = 0; j < k; ++j)
+        if (task_list[j].name == task_list[k].name) shared[j] = shared[k] = true;
+    for (size_t k = 0; k < task_list.size(); ++k)
+      if (shared[k] && py::len(tasks[k]) == 2) task_list[k].name += fmt::format(" (tasks[{}])", k);
     rl::TrainOptions train_options{.steps = steps, .minutes = minutes, .checkpoint_dir = dir,
                                    .checkpoint_every = checkpoint_every, .resume = resume, .seed = seed};
     const uint64_t run_seed = saved ? saved->seed : seed;
     auto learner = rl::make_learner(policy, policy_options, run_seed);
-    const auto step_callback = gil_callback<bool, const rl::LogEntry&>(on_step, "on_step callback");
-    const auto progress_callback = gil_callback<void, std::string_view>(progress, "progress callback");
+    const auto step_callback = gil_callback<bool, const rl::LogEntry&>(on_step.obj, "on_step callback");
+    const auto progress_callback = gil_callback<void, std::string_view>(progress.obj, "progress callback");
     // Ctrl-C (a Jupyter interrupt) ends the run after the current step, as if on_step returned False
     // (so the checkpoint is written), then raises KeyboardInterrupt here; also when a callback saw it.
     PythonInterrupt interrupt;
@@ -244,7 +254,7 @@ void init_policy(py::module_& m) {
     nlohmann::json doc = rl::read_checkpoint(path);
     rl::find_learner(doc["policy"].get<std::string>(), rl::checkpoint_file(path) + ": policy");
     doc.erase("learner");  // parameters and moments: large, and only the core reads them
-    return from_json(doc);
+    return py::dict(from_json(doc));
   }, py::arg("path"), "A training checkpoint's header (format, policy, options, step, trainer state) as a dict.");
 }
 

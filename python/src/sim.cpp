@@ -99,8 +99,8 @@ sim::SimOptions sim_options(const py::object& options) {
   return o;
 }
 
-std::vector<int32_t> placement_arg(const Simulator& s, const py::object& placement) {
-  auto device_of = to_int32_vector(placement, "placement");
+std::vector<int32_t> placement_arg(const Simulator& s, const IntsArg& placement) {
+  auto device_of = to_int32_vector(placement.obj, "placement");
   s.check_placement(device_of);
   return device_of;
 }
@@ -203,7 +203,7 @@ void init_sim(py::module_& m) {
         if (d < 0) throw Error(fmt::format("cluster {} has no device named \"{}\"", c.name(), name));
         return d;
       }, py::arg("name"), "Index of the device called `name`; ValueError when there is none.")
-      .def("route", [](const Cluster& c, const py::object& src_arg, const py::object& dst_arg) {
+      .def("route", [](const Cluster& c, const IntArg& src_arg, const IntArg& dst_arg) {
         const auto src = int_arg<int64_t>(src_arg, "src device"), dst = int_arg<int64_t>(dst_arg, "dst device");
         check_device(c, src);
         check_device(c, dst);
@@ -219,7 +219,7 @@ void init_sim(py::module_& m) {
         if (!(bytes >= 0)) throw Error(fmt::format("bytes must be a number >= 0, got {}", bytes));
         return c.transfer_time_s(static_cast<int32_t>(src), static_cast<int32_t>(dst), bytes);
       }, py::arg("src"), py::arg("dst"), py::arg("bytes"), "Seconds to move `bytes` from src to dst on an idle network.")
-      .def("to_dict", [](const Cluster& c) { return from_json(sim::cluster_to_json(c)); },
+      .def("to_dict", [](const Cluster& c) { return py::dict(from_json(sim::cluster_to_json(c))); },
            "The placelab.cluster document as a dict; cluster_from_dict(c.to_dict()) rebuilds it.")
       .def("write", [](const Cluster& c, const Path& path) { sim::write_cluster(c, path); }, py::arg("path"),
            "Writes the cluster to a placelab.cluster JSON file.");
@@ -258,14 +258,15 @@ void init_sim(py::module_& m) {
   py::class_<Simulator>(m, "Simulator",
                         "The discrete-event simulator of one (graph, cluster, cost model, options); it keeps "
                         "the graph and cluster alive.")
-      .def(py::init([](const Graph& g, const Cluster& c, const py::object& options, const py::object& profile) {
+      .def(py::init([](const Graph& g, const Cluster& c, const DictArg& options, const DictOrPathArg& profile_arg) {
+             const py::object& profile = profile_arg.obj;
              std::shared_ptr<const sim::CostModel> cost = sim::default_cost_model();
              if (!profile.is_none()) {
                cost = py::isinstance<py::dict>(profile)
                           ? sim::profile_from_json(to_json(profile, "profile"), "profile", cost)
                           : sim::read_profile(path_arg(profile, "profile"), cost);
              }
-             return std::make_unique<Simulator>(g, c, cost, sim_options(options));
+             return std::make_unique<Simulator>(g, c, cost, sim_options(options.obj));
            }),
            py::arg("graph"), py::arg("cluster"), py::arg("options") = py::none(), py::arg("profile") = py::none(),
            py::keep_alive<1, 2>(), py::keep_alive<1, 3>(),
@@ -293,9 +294,9 @@ void init_sim(py::module_& m) {
         for (int32_t op = 0; op < s.num_ops(); ++op) r.push_back(s.upward_rank(op));
         return to_numpy(r);
       }, "Placement-independent priority of every op.")
-      .def("check_placement", [](const Simulator& s, const py::object& p) { placement_arg(s, p); }, py::arg("placement"),
+      .def("check_placement", [](const Simulator& s, const IntsArg& p) { placement_arg(s, p); }, py::arg("placement"),
            "ValueError when `placement` is not one valid device index per op.")
-      .def("simulate", [](const Simulator& s, const py::object& p) {
+      .def("simulate", [](const Simulator& s, const IntsArg& p) {
         auto device_of = placement_arg(s, p);
         SimResult r;
         {
@@ -306,8 +307,8 @@ void init_sim(py::module_& m) {
       }, py::arg("placement"),
            "Simulates one step: a dict with step_time_s, critical_path_s, total_bytes_moved, num_transfers, oom "
            "and numpy arrays device_busy_s, device_peak_bytes, device_excess_bytes, link_busy_s, link_bytes.")
-      .def("simulate_batch", [](const Simulator& s, const py::object& placements) {
-        auto rows = to_int32_rows(placements, s.num_ops(), "placements");
+      .def("simulate_batch", [](const Simulator& s, const IntRowsArg& placements) {
+        auto rows = to_int32_rows(placements.obj, s.num_ops(), "placements");
         for (size_t i = 0; i < rows.size(); ++i) {
           try {
             s.check_placement(rows[i]);
@@ -332,7 +333,7 @@ void init_sim(py::module_& m) {
       }, py::arg("placements"),
            "Simulates an (N, ops) integer array of placements in parallel (GIL released); the dict of simulate() "
            "with every value stacked: scalars (N,), per-device (N, devices), per-link (N, links).")
-      .def("max_load", [](const Simulator& s, const py::object& p) {
+      .def("max_load", [](const Simulator& s, const IntsArg& p) {
         auto device_of = placement_arg(s, p);
         sim::MaxLoadResult r = sim::max_load(s, device_of);
         py::dict d;
@@ -347,7 +348,7 @@ void init_sim(py::module_& m) {
         d["contiguous"] = r.contiguous;
         return d;
       }, py::arg("placement"), "Tarnawski et al.'s max-load (pipelined time per sample) of a placement, as a dict.")
-      .def("simulate_stream", [](const Simulator& s, const py::object& p, const py::object& micro_batches_arg) {
+      .def("simulate_stream", [](const Simulator& s, const IntsArg& p, const IntArg& micro_batches_arg) {
         const auto micro_batches = int_arg<int32_t>(micro_batches_arg, "micro_batches");
         auto device_of = placement_arg(s, p);
         sim::StreamResult r;
@@ -363,7 +364,7 @@ void init_sim(py::module_& m) {
         d["last"] = result_dict(r.last);
         return d;
       }, py::arg("placement"), py::arg("micro_batches"), "Runs a stream of micro-batches; the steady-state period and more.")
-      .def("trace", [](const Simulator& s, const py::object& p) {
+      .def("trace", [](const Simulator& s, const IntsArg& p) {
         auto device_of = placement_arg(s, p);
         sim::TraceRecorder rec(s);
         py::dict result = result_dict(s.simulate(device_of, &rec));
@@ -374,7 +375,7 @@ void init_sim(py::module_& m) {
            "Simulates and records the schedule: {'result': simulate()'s dict, 'ops': {op, device, start_s, end_s}, "
            "'transfers': {op, src, dst, start_s, end_s, bytes}, 'memory': {device, time_s, bytes}: bytes held after "
            "each memory change, in the engine's order} (numpy arrays, in the order decided).")
-      .def("write_trace", [](const Simulator& s, const py::object& p, const Path& path, const std::string& format) {
+      .def("write_trace", [](const Simulator& s, const IntsArg& p, const Path& path, const std::string& format) {
         auto device_of = placement_arg(s, p);
         if (format != "chrome" && format != "text") {
           throw Error(fmt::format("unknown trace format \"{}\" (use \"chrome\" or \"text\")", format));
@@ -391,15 +392,15 @@ void init_sim(py::module_& m) {
         return result;
       }, py::arg("placement"), py::arg("path"), py::arg("format") = "chrome",
            "Simulates and writes the schedule: Chrome trace-event JSON (Perfetto) or the golden text format.")
-      .def("is_contiguous", [](const Simulator& s, const py::object& p) {
+      .def("is_contiguous", [](const Simulator& s, const IntsArg& p) {
         auto device_of = placement_arg(s, p);
         return sim::is_contiguous(s.graph(), device_of, s.num_devices());
       }, py::arg("placement"), "Whether every device's forward ops form a convex set.")
-      .def("random_placement", [](const Simulator& s, const py::object& seed) {
+      .def("random_placement", [](const Simulator& s, const IntArg& seed) {
         std::mt19937_64 rng(int_arg<uint64_t>(seed, "seed"));
         return to_numpy(sim::random_placement(s, rng));
       }, py::arg("seed"), "A uniformly random valid placement (pins respected), fixed by `seed`.")
-      .def("random_placements", [](const Simulator& s, const py::object& n_arg, const py::object& seed) {
+      .def("random_placements", [](const Simulator& s, const IntArg& n_arg, const IntArg& seed) {
         const auto n = int_arg<int64_t>(n_arg, "n");
         if (n < 0) throw Error(fmt::format("n must be >= 0, got {}", n));
         // Allocated first (a size too large fails at once, as numpy's MemoryError), filled in place, and
@@ -419,7 +420,7 @@ void init_sim(py::module_& m) {
                                         "A placement changed one op or one group of ops at a time (local search, "
                                         "Placeto's MDP); each move re-simulates from a saved state and equals a full "
                                         "simulate().")
-      .def(py::init([](const Simulator& s, const py::object& placement, const py::object& checkpoints_arg) {
+      .def(py::init([](const Simulator& s, const IntsArg& placement, const IntArg& checkpoints_arg) {
              const auto checkpoints = int_arg<int32_t>(checkpoints_arg, "checkpoints");
              if (checkpoints < 1) throw Error(fmt::format("checkpoints must be >= 1, got {}", checkpoints));
              return std::make_unique<sim::IncrementalSimulator>(s, placement_arg(s, placement), checkpoints);
@@ -434,7 +435,7 @@ void init_sim(py::module_& m) {
       .def_property_readonly("last_replayed_fraction", &sim::IncrementalSimulator::last_replayed_fraction,
                              "Fraction of a full run's events the last move replayed.")
       // Sequences take the group move; anything else (an int, a numpy integer) the single one.
-      .def("move", [](sim::IncrementalSimulator& inc, const py::sequence& ops_arg, const py::object& device_arg) {
+      .def("move", [](sim::IncrementalSimulator& inc, const py::sequence& ops_arg, const IntArg& device_arg) {
         const auto device = int_arg<int64_t>(device_arg, "device");
         std::vector<int64_t> ops;
         if (py::hasattr(ops_arg, "ndim") && py::cast<int64_t>(ops_arg.attr("ndim")) == 0) {  // a numpy scalar array: one op
@@ -446,7 +447,7 @@ void init_sim(py::module_& m) {
         return result_dict(inc.move(move_ops(inc, ops, device), static_cast<int32_t>(device)));
       }, py::arg("ops"), py::arg("device"),
          "Moves every op of `ops` (a colocation group) to `device`, re-simulating once; returns the simulate() dict.")
-      .def("move", [](sim::IncrementalSimulator& inc, const py::object& op_arg, const py::object& device_arg) {
+      .def("move", [](sim::IncrementalSimulator& inc, const IntArg& op_arg, const IntArg& device_arg) {
         const auto op = int_arg<int64_t>(op_arg, "op"), device = int_arg<int64_t>(device_arg, "device");
         return result_dict(inc.move(move_ops(inc, {op}, device), static_cast<int32_t>(device)));
       }, py::arg("op"), py::arg("device"), "Moves `op` to `device` and returns the new simulate() dict.")

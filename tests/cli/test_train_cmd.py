@@ -117,6 +117,9 @@ def test_train_errors_name_the_fix(tmp_path):
     assert "must be >= 0" in error("--graphs", "random_dag:ops=8", "--policy", "hdp", "--minutes", "-1")
     assert "--checkpoint-every -1 must be >= 0" in error("--graphs", "random_dag:ops=8", "--policy", "hdp",
                                                          "--checkpoint-every", "-1")
+    # The log and the checkpoint tell tasks apart by name.
+    assert ('tasks 0 and 1 are both named "random_dag:ops=8 on v100-nvlink-4"; give each task its own name'
+            in error("--graphs", "random_dag:ops=8,random_dag:ops=8", "--policy", "hdp"))
     bad = placelab("place", "--graph", "random_dag:ops=8", "--placer", "hdp", "--options", '{"curve": 1}', check=False)
     assert bad.returncode == 1 and "curve" in bad.stderr and "true or false" in bad.stderr
 

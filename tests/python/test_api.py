@@ -366,3 +366,12 @@ def test_argument_checks_keep_what_worked(simulator, tmp_path):
     viz.link_utilisation(simulator, simulator.simulate(np.zeros(n, int)), path=buffer)
     assert buffer.getvalue().startswith(b"\x89PNG")
     viz.training_curves([{"step": 0, "reward": 1.0}, {"step": 1, "reward": 2.0}], keys="reward")
+
+
+def test_signatures_name_the_types_arguments_take():
+    # help() shows what an argument must be, not pybind11's `object`.
+    assert "seed: int = 0" in placelab.train.__doc__
+    assert "checkpoint: str | os.PathLike | None = None" in placelab.train.__doc__
+    assert "placement: Sequence[int] | numpy.ndarray" in placelab.Simulator.simulate.__doc__
+    assert "options: dict | None = None" in placelab.place.__doc__
+    assert "-> dict" in placelab.read_checkpoint.__doc__

@@ -100,3 +100,22 @@ def test_bad_input_is_a_value_error(task):
     with pytest.raises(TypeError, match="checkpoint must be a path"):
         placelab.train(POLICY, [task], steps=1, checkpoint=5)
     assert POLICY in dict(placelab.learners())
+
+
+def test_tasks_are_told_apart_by_name(task, tmp_path):
+    # Two graphs of one zoo model share the default name "random_dag on v100-nvlink-2": each gets its
+    # position, in the log and in the checkpoint; a name given twice is an error naming both tasks.
+    other = placelab.make_model("random_dag", {"ops": 20, "seed": 8})
+    assert other.name == task[0].name
+    placelab.train(POLICY, [task, (other, task[1])], checkpoint=tmp_path, checkpoint_every=1, **small(2))
+    names = [t["name"] for t in placelab.read_checkpoint(tmp_path)["trainer"]["tasks"]]
+    default = f"{task[0].name} on {task[1].name}"
+    assert names == [default + " (tasks[0])", default + " (tasks[1])"]
+    log = [json.loads(line)["task"] for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert log == names
+    # A named task keeps its name; the one default left is unique, so it stays as it is.
+    summary = placelab.train(POLICY, [("mine", *task), (other, task[1])], **small(1))
+    assert summary["steps"] == 1
+    with pytest.raises(ValueError, match=r'tasks 0 and 1 are both named "x"; give each task its own name'):
+        placelab.train(POLICY, [("x", *task), ("x", other, task[1])], steps=1)
+
