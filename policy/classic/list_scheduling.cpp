@@ -97,17 +97,20 @@ class State {
     throw Error(fmt::format("schedule problem: task {} (with its group) may run on no processor", t));
   }
   double need(const std::vector<int32_t>& proc, int32_t t, int32_t p) const {
+    return need_if(proc, t, p, first_of_group(t));
+  }
+  /** need() while `t`'s group is not placed yet (`first`), or once it is (the same for a task without one). */
+  double need_if(const std::vector<int32_t>& proc, int32_t t, int32_t p, bool first) const {
     if (!limited()) return 0;
     const int32_t g = group_of(t);
-    double bytes = g < 0 ? pb_.memory_bytes[t] : (group_proc_[g] < 0 ? group_bytes_[g] : 0.0);
+    double bytes = g < 0 ? pb_.memory_bytes[t] : (first ? group_bytes_[g] : 0.0);
     if (!pb_.edge_bytes.empty())
       for (int32_t e : dag_.in[t])
         if (proc[pb_.edges[e].src] != p) bytes += pb_.edge_bytes[e];
     return bytes;
   }
-  bool fits(const std::vector<int32_t>& proc, int32_t t, int32_t p) const {
-    return !limited() || used_[p] + need(proc, t, p) <= capacity_[p];
-  }
+  bool fits(const std::vector<int32_t>& proc, int32_t t, int32_t p) const { return fits_need(p, need(proc, t, p)); }
+  bool fits_need(int32_t p, double need) const { return !limited() || used_[p] + need <= capacity_[p]; }
   double room(int32_t p) const { return limited() ? capacity_[p] - used_[p] : kInf; }
   /** Factor (>= 1) the capacities were scaled by: above 1, the estimate could not fit at all. */
   double memory_scale() const { return scale_; }
@@ -287,31 +290,58 @@ Schedule m_etf_schedule(const ScheduleProblem& pb, const std::vector<int32_t>* f
   if (favorite_child)
     for (int32_t t = 0; t < pb.num_tasks; ++t)
       if ((*favorite_child)[t] >= 0) favorite_parent[(*favorite_child)[t]] = t;
-  std::vector<int32_t> indeg(pb.num_tasks), ready;
+  // What stays fixed once a task is ready, per processor, so that the scan below (every ready task on
+  // every processor, each step) reads it instead of walking the task's inputs: when its inputs are there,
+  // and the memory it needs there while its group is not placed yet, and once it is. One row per ready
+  // task, in rows reused once their task is placed.
+  const int32_t P = pb.num_procs;
+  std::vector<double> inputs_s, need_first, need_later;
+  std::vector<int32_t> indeg(pb.num_tasks), ready, row_of(pb.num_tasks, -1), free_rows;
+  auto make_ready = [&](int32_t t) {
+    ready.push_back(t);
+    if (free_rows.empty()) {
+      free_rows.push_back(static_cast<int32_t>(inputs_s.size() / P));
+      inputs_s.resize(inputs_s.size() + P);
+      if (state.limited()) need_first.resize(inputs_s.size()), need_later.resize(inputs_s.size());
+    }
+    row_of[t] = free_rows.back();
+    free_rows.pop_back();
+    for (int32_t p = 0; p < P; ++p) {
+      const size_t i = static_cast<size_t>(row_of[t]) * P + p;
+      inputs_s[i] = data_ready_s(pb, dag, s, t, p);
+      if (!state.limited()) continue;
+      need_first[i] = state.need_if(s.proc, t, p, true);
+      need_later[i] = state.need_if(s.proc, t, p, false);
+    }
+  };
   for (int32_t t = 0; t < pb.num_tasks; ++t)
-    if ((indeg[t] = static_cast<int32_t>(dag.in[t].size())) == 0) ready.push_back(t);
-  std::vector<double> free_s(pb.num_procs, 0.0);
+    if ((indeg[t] = static_cast<int32_t>(dag.in[t].size())) == 0) make_ready(t);
+  std::vector<double> free_s(P, 0.0);
   while (!ready.empty()) {
     // The earliest start among pairs with room; only when no ready task fits anywhere, the least overflow.
     int32_t best_t = -1, best_p = -1;
-    double best_start = kInf;
+    double best_start = kInf, best_need = 0;
     bool best_fits = false;
     for (int32_t t : ready) {
+      const size_t row = static_cast<size_t>(row_of[t]) * P;
+      const std::vector<double>& need = state.first_of_group(t) ? need_first : need_later;
+      auto need_on = [&](int32_t p) { return need.empty() ? 0.0 : need[row + p]; };
       const int32_t parent = favorite_parent[t];
-      const bool stay = parent >= 0 && state.can_run(t, s.proc[parent]) && state.fits(s.proc, t, s.proc[parent]);
-      for (int32_t p = 0; p < pb.num_procs; ++p) {
+      const bool stay = parent >= 0 && state.can_run(t, s.proc[parent]) &&
+                        state.fits_need(s.proc[parent], need_on(s.proc[parent]));
+      for (int32_t p = 0; p < P; ++p) {
         if (!state.can_run(t, p) || (stay && p != s.proc[parent])) continue;
-        const bool fits = state.fits(s.proc, t, p);
+        const double need_p = need_on(p);
+        const bool fits = state.fits_need(p, need_p);
         if (best_fits && !fits) continue;
-        const double start = std::max(free_s[p], data_ready_s(pb, dag, s, t, p));
+        const double start = std::max(free_s[p], inputs_s[row + p]);
         bool better = best_t < 0 || (fits && !best_fits);
         if (!better && fits == best_fits) {
-          if (!fits) better = state.room(p) - state.need(s.proc, t, p) >
-                              state.room(best_p) - state.need(s.proc, best_t, best_p);
+          if (!fits) better = state.room(p) - need_p > state.room(best_p) - best_need;
           else if (start != best_start) better = start < best_start;
           else better = t != best_t && rank_before(rank, t, best_t);
         }
-        if (better) best_t = t, best_p = p, best_start = start, best_fits = fits;
+        if (better) best_t = t, best_p = p, best_start = start, best_fits = fits, best_need = need_p;
       }
     }
     if (!best_fits) s.fits_memory = false;
@@ -320,8 +350,9 @@ Schedule m_etf_schedule(const ScheduleProblem& pb, const std::vector<int32_t>* f
     s.finish_s[best_t] = free_s[best_p] = best_start + pb.cost(best_t, best_p);
     s.makespan_s = std::max(s.makespan_s, s.finish_s[best_t]);
     ready.erase(std::find(ready.begin(), ready.end(), best_t));
+    free_rows.push_back(row_of[best_t]);
     for (int32_t e : dag.out[best_t])
-      if (--indeg[pb.edges[e].dst] == 0) ready.push_back(pb.edges[e].dst);
+      if (--indeg[pb.edges[e].dst] == 0) make_ready(pb.edges[e].dst);
   }
   s.memory_scale = state.memory_scale();
   return s;
