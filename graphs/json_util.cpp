@@ -202,8 +202,11 @@ void remove_partial_writes(const std::string& path) {
 }
 
 void write_json_atomic(const std::string& path, const json& doc, int indent) {
+  write_text_atomic(path, dump_json(doc, indent) + '\n');  // dumped first: nothing is left behind if it throws
+}
+
+void write_text_atomic(const std::string& path, const std::string& text) {
   namespace fs = std::filesystem;
-  const std::string text = dump_json(doc, indent) + '\n';  // first: nothing is left behind if it throws
   // `durable`: on disk before it is renamed into place, so that a crash of the machine (not only of
   // the process) cannot leave an empty or partial file under the final name.
   auto write = [&](const std::string& file, bool durable) {

@@ -43,6 +43,8 @@ bool names_a_file(const std::string& spec);
  * UTF-8 are written with U+FFFD in place of the bad bytes.
  */
 void write_json_atomic(const std::string& path, const json& doc, int indent = 1);
+/** The same for text already written (a large document built piece by piece, without a whole json tree). */
+void write_text_atomic(const std::string& path, const std::string& text);
 /**
  * Removes the temporary files that write_json_atomic calls killed mid-write left beside `path`. Only
  * when no other writer of `path` can be at work (e.g. under a lock of its folder).

@@ -27,41 +27,57 @@ void TraceRecorder::clear() {
   memory_.clear();
 }
 
-nlohmann::json TraceRecorder::to_chrome_json() const {
+// The document is {"displayTimeUnit": "ms", "traceEvents": [events]}.
+void TraceRecorder::chrome_events(const std::function<void(const nlohmann::json&)>& emit) const {
   const graphs::Graph& g = sim_->graph();
   const Cluster& c = sim_->cluster();
   const int32_t D = c.num_devices();
-  nlohmann::json events = nlohmann::json::array();
   auto meta = [&](const char* what, int pid, int tid, const std::string& name) {
     nlohmann::json e = {{"name", what}, {"ph", "M"}, {"pid", pid}, {"args", {{"name", name}}}};
     if (tid >= 0) e["tid"] = tid;
-    events.push_back(std::move(e));
+    emit(e);
   };
   meta("process_name", 0, -1, "devices");
   meta("process_name", 1, -1, "transfers");
   for (int32_t d = 0; d < D; ++d) meta("thread_name", 0, d, c.device(d).name + " (" + c.device(d).kind + ")");
   std::vector<bool> pair_named(static_cast<size_t>(D) * D, false);
   for (const OpEvent& e : ops_)
-    events.push_back({{"name", g.op_name(e.op)}, {"cat", g.op_type(e.op)}, {"ph", "X"}, {"pid", 0},
-                      {"tid", e.device}, {"ts", e.start_s * 1e6}, {"dur", (e.end_s - e.start_s) * 1e6},
-                      {"args", {{"op", e.op}, {"phase", graphs::phase_name(g.phase(e.op))}}}});
+    emit({{"name", g.op_name(e.op)}, {"cat", g.op_type(e.op)}, {"ph", "X"}, {"pid", 0},
+          {"tid", e.device}, {"ts", e.start_s * 1e6}, {"dur", (e.end_s - e.start_s) * 1e6},
+          {"args", {{"op", e.op}, {"phase", graphs::phase_name(g.phase(e.op))}}}});
   for (const TransferEvent& e : transfers_) {
     int32_t tid = e.src * D + e.dst;
     if (!pair_named[tid]) {
       pair_named[tid] = true;
       meta("thread_name", 1, tid, c.device(e.src).name + " -> " + c.device(e.dst).name);
     }
-    events.push_back({{"name", g.op_name(e.op)}, {"cat", "transfer"}, {"ph", "X"}, {"pid", 1}, {"tid", tid},
-                      {"ts", e.start_s * 1e6}, {"dur", (e.end_s - e.start_s) * 1e6},
-                      {"args", {{"op", e.op}, {"bytes", e.bytes}}}});
+    emit({{"name", g.op_name(e.op)}, {"cat", "transfer"}, {"ph", "X"}, {"pid", 1}, {"tid", tid},
+          {"ts", e.start_s * 1e6}, {"dur", (e.end_s - e.start_s) * 1e6},
+          {"args", {{"op", e.op}, {"bytes", e.bytes}}}});
   }
   for (const MemoryEvent& e : memory_)
-    events.push_back({{"name", "memory " + c.device(e.device).name}, {"ph", "C"}, {"pid", 0}, {"ts", e.time_s * 1e6},
-                      {"args", {{"bytes", e.bytes}}}});
-  return {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
+    emit({{"name", "memory " + c.device(e.device).name}, {"ph", "C"}, {"pid", 0}, {"ts", e.time_s * 1e6},
+          {"args", {{"bytes", e.bytes}}}});
 }
 
-void TraceRecorder::write_chrome(const std::string& path) const { io::write_json_atomic(path, to_chrome_json(), -1); }
+nlohmann::json TraceRecorder::to_chrome_json() const {
+  nlohmann::json events = nlohmann::json::array();
+  chrome_events([&](const nlohmann::json& e) { events.push_back(e); });
+  return {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
+}
+
+void TraceRecorder::write_chrome(const std::string& path) const {
+  // What io::write_json_atomic(path, to_chrome_json(), -1) writes, byte for byte (keys sorted).
+  std::string text = R"({"displayTimeUnit":"ms","traceEvents":[)";
+  bool first = true;
+  chrome_events([&](const nlohmann::json& e) {
+    if (!first) text += ',';
+    first = false;
+    text += io::dump_json(e, -1);
+  });
+  text += "]}\n";
+  io::write_text_atomic(path, text);
+}
 
 std::string TraceRecorder::to_text() const {
   const graphs::Graph& g = sim_->graph();

@@ -3,9 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include "graphs/json_util.h"
 #include "sim/engine.h"
 #include "sim/placement.h"
 #include "sim/presets.h"
@@ -97,4 +102,26 @@ TEST_CASE("sim::TraceRecorder: memory changes in the engine's order reach each d
     for (const auto& e : doc.at("traceEvents")) counters += e.at("ph") == "C";
     CHECK(counters == static_cast<int>(trace.memory().size()));
   }
+}
+
+TEST_CASE("sim::TraceRecorder: the Chrome trace file is to_chrome_json() written out, byte for byte", "[sim]") {
+  // write_chrome writes event by event (no whole json tree for a large schedule); it must write exactly
+  // what the tree would, invalid UTF-8 in an op name included.
+  graphs::GraphBuilder b("names");
+  const graphs::OpId a = b.add_op(graphs::OpSpec{.name = "a\xff", .type = "MatMul", .flops = 1e9, .output_bytes = 1e6});
+  const graphs::OpId z = b.add_op(graphs::OpSpec{.name = "z", .type = "Relu", .flops = 1e6, .output_bytes = 1e3});
+  b.add_edge(a, z, 1e6);
+  const graphs::Graph g = std::move(b).build();
+  const Cluster c = make_preset("v100-nvlink-2");
+  Simulator sim(g, c);
+  TraceRecorder trace(sim);
+  sim.simulate(std::vector<int32_t>{0, 1}, &trace);
+  const std::string path = std::filesystem::temp_directory_path() / fmt::format("trace_test_{}.json", ::getpid());
+  trace.write_chrome(path);
+  std::ifstream in(path);
+  std::stringstream written;
+  written << in.rdbuf();
+  std::filesystem::remove(path);
+  CHECK(written.str() == io::dump_json(trace.to_chrome_json(), -1) + "\n");
+  CHECK(written.str().find("a\xef\xbf\xbd") != std::string::npos);  // U+FFFD for the bad byte
 }
