@@ -165,6 +165,67 @@ bool rank_before(const std::vector<double>& rank, int32_t a, int32_t b) {
 
 }  // namespace
 
+Timeline::Where Timeline::find(double ready_s, double w) const {
+  // The first interval ending after ready_s: the gap before it starts at ready_s, every later one at
+  // the end of the interval before it.
+  size_t b = static_cast<size_t>(std::lower_bound(blocks_.begin(), blocks_.end(), ready_s, [](const Block& x, double v) {
+                                   return x.slots.back().finish_s <= v;
+                                 }) - blocks_.begin());
+  size_t i = 0;
+  if (b < blocks_.size()) {
+    const auto& sl = blocks_[b].slots;
+    i = static_cast<size_t>(std::lower_bound(sl.begin(), sl.end(), ready_s, [](const Slot& x, double v) {
+                              return x.finish_s <= v;
+                            }) - sl.begin());
+  }
+  for (bool first = true; b < blocks_.size(); ++b, i = 0, first = false) {
+    const Block& block = blocks_[b];
+    // A gap the task fits in (fl(prev + w) <= start) is at least w - eps (start + w) long as computed.
+    constexpr double kEps = 4 * std::numeric_limits<double>::epsilon();
+    if (!first && block.longest_gap_s < w - kEps * (block.slots.back().start_s + w)) continue;
+    for (; i < block.slots.size(); ++i) {
+      const double start = std::max(ready_s, previous_finish(b, i));
+      if (start + w <= block.slots[i].start_s) return {start, b, i};
+    }
+  }
+  const double last = blocks_.empty() ? 0.0 : blocks_.back().slots.back().finish_s;
+  return {std::max(ready_s, last), blocks_.empty() ? 0 : blocks_.size() - 1,
+          blocks_.empty() ? 0 : blocks_.back().slots.size()};
+}
+
+void Timeline::insert(const Where& at, Slot slot) {
+  if (blocks_.empty()) blocks_.emplace_back();
+  auto& sl = blocks_[at.block].slots;
+  sl.insert(sl.begin() + static_cast<std::ptrdiff_t>(at.index), slot);
+  if (sl.size() > 2 * kBlock) {  // split in halves
+    Block second;
+    second.slots.assign(sl.begin() + kBlock, sl.end());
+    sl.resize(kBlock);
+    blocks_.insert(blocks_.begin() + static_cast<std::ptrdiff_t>(at.block) + 1, std::move(second));
+  }
+  // The blocks that hold the new interval and the one after it, and the next (its first gap may begin
+  // at the new interval).
+  for (size_t b = at.block; b < std::min(blocks_.size(), at.block + 3); ++b) update(b);
+}
+
+std::vector<Timeline::Slot> Timeline::slots() const {
+  std::vector<Slot> out;
+  for (const Block& block : blocks_) out.insert(out.end(), block.slots.begin(), block.slots.end());
+  return out;
+}
+
+double Timeline::previous_finish(size_t b, size_t i) const {
+  if (i > 0) return blocks_[b].slots[i - 1].finish_s;
+  return b > 0 ? blocks_[b - 1].slots.back().finish_s : 0.0;
+}
+
+void Timeline::update(size_t b) {
+  Block& block = blocks_[b];
+  block.longest_gap_s = -std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < block.slots.size(); ++i)
+    block.longest_gap_s = std::max(block.longest_gap_s, block.slots[i].start_s - previous_finish(b, i));
+}
+
 std::vector<double> upward_ranks(const ScheduleProblem& pb) {
   Dag dag(pb);
   std::vector<double> rank(pb.num_tasks, 0.0);
@@ -196,36 +257,25 @@ Schedule heft_schedule(const ScheduleProblem& pb) {
   for (int32_t t = 0; t < pb.num_tasks; ++t)
     if (indeg[t] == 0) ready.push(t);
 
-  struct Slot {
-    double start_s, finish_s;
-  };
-  std::vector<std::vector<Slot>> slots(pb.num_procs);  // busy intervals per processor, sorted
+  std::vector<Timeline> timelines(pb.num_procs);
   while (!ready.empty()) {
     const int32_t t = ready.top();
     ready.pop();
     state.check_runnable(t);
-    double best_finish = kInf, best_start = 0;
+    double best_finish = kInf;
     int32_t best_p = -1;
-    size_t best_pos = 0;
+    Timeline::Where best_at{};
     for (int32_t p = 0; p < pb.num_procs; ++p) {
       if (!state.can_run(t, p)) continue;
       const double w = pb.cost(t, p);
-      const double ready_s = data_ready_s(pb, dag, s, t, p);
-      // Insertion: the earliest idle gap after ready_s that holds w.
-      const auto& sl = slots[p];
-      size_t k = std::lower_bound(sl.begin(), sl.end(), ready_s,
-                                  [](const Slot& a, double v) { return a.finish_s <= v; }) - sl.begin();
-      double start = 0;
-      for (;; ++k) {
-        start = std::max(ready_s, k == 0 ? 0.0 : sl[k - 1].finish_s);
-        if (k == sl.size() || start + w <= sl[k].start_s) break;
-      }
-      if (start + w < best_finish) best_finish = start + w, best_start = start, best_p = p, best_pos = k;
+      // Insertion: the earliest idle gap after the inputs arrive that holds w.
+      const Timeline::Where at = timelines[p].find(data_ready_s(pb, dag, s, t, p), w);
+      if (at.start_s + w < best_finish) best_finish = at.start_s + w, best_p = p, best_at = at;
     }
     state.place(s, t, best_p);
-    s.start_s[t] = best_start;
+    s.start_s[t] = best_at.start_s;
     s.finish_s[t] = best_finish;
-    slots[best_p].insert(slots[best_p].begin() + static_cast<std::ptrdiff_t>(best_pos), Slot{best_start, best_finish});
+    timelines[best_p].insert(best_at, {best_at.start_s, best_finish});
     s.makespan_s = std::max(s.makespan_s, best_finish);
     for (int32_t e : dag.out[t])
       if (--indeg[pb.edges[e].dst] == 0) ready.push(pb.edges[e].dst);

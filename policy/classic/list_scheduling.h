@@ -50,6 +50,44 @@ struct Schedule {
 std::vector<double> upward_ranks(const ScheduleProblem& problem);
 
 /**
+ * One processor's busy intervals for insertion-based HEFT, in start order, in blocks that each know
+ * their longest idle gap (before each of their intervals, after the one before it), so that the search
+ * for the first gap holding a task skips blocks whose gaps are all too short. Walking every interval
+ * after the task's ready time was quadratic where low-ranked tasks (sinks) are ready early and scheduled
+ * last, behind everything.
+ */
+class Timeline {
+ public:
+  struct Slot {
+    double start_s, finish_s;
+  };
+  struct Where {
+    double start_s;
+    size_t block, index;  // where the new interval goes
+  };
+  /**
+   * The earliest start of `w` seconds of work at or after ready_s in an idle gap (after the last
+   * interval at worst), exactly as a walk over every interval ending after ready_s finds it.
+   */
+  Where find(double ready_s, double w) const;
+  /** Adds the interval `slot` where find() said. */
+  void insert(const Where& at, Slot slot);
+  /** Every interval, in order. */
+  std::vector<Slot> slots() const;
+
+ private:
+  static constexpr size_t kBlock = 256;  // blocks hold kBlock to 2 kBlock intervals once split
+  struct Block {
+    std::vector<Slot> slots;  // never empty once made
+    double longest_gap_s = 0;
+  };
+  double previous_finish(size_t b, size_t i) const;
+  void update(size_t b);
+
+  std::vector<Block> blocks_;
+};
+
+/**
  * Insertion-based HEFT: tasks by decreasing upward rank, each on the processor of earliest finish (a task
  * whose group is already placed goes where its group is).
  */
