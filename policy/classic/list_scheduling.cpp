@@ -195,6 +195,13 @@ Timeline::Where Timeline::find(double ready_s, double w) const {
 
 void Timeline::insert(const Where& at, Slot slot) {
   if (blocks_.empty()) blocks_.emplace_back();
+  // The interval that will follow the new one, and the gap before it, which the new one splits: the
+  // gaps it leaves are no longer, so a block's longest gap needs recomputing only where that one was it.
+  size_t next_block = at.block, next_index = at.index;
+  if (next_index == blocks_[next_block].slots.size()) ++next_block, next_index = 0;
+  const bool split_longest = next_block < blocks_.size() &&
+                             blocks_[next_block].slots[next_index].start_s - previous_finish(next_block, next_index) >=
+                                 blocks_[next_block].longest_gap_s;
   auto& sl = blocks_[at.block].slots;
   sl.insert(sl.begin() + static_cast<std::ptrdiff_t>(at.index), slot);
   if (sl.size() > 2 * kBlock) {  // split in halves
@@ -202,10 +209,12 @@ void Timeline::insert(const Where& at, Slot slot) {
     second.slots.assign(sl.begin() + kBlock, sl.end());
     sl.resize(kBlock);
     blocks_.insert(blocks_.begin() + static_cast<std::ptrdiff_t>(at.block) + 1, std::move(second));
+    for (size_t b = at.block; b < std::min(blocks_.size(), at.block + 3); ++b) update(b);
+    return;
   }
-  // The blocks that hold the new interval and the one after it, and the next (its first gap may begin
-  // at the new interval).
-  for (size_t b = at.block; b < std::min(blocks_.size(), at.block + 3); ++b) update(b);
+  Block& own = blocks_[at.block];
+  own.longest_gap_s = std::max(own.longest_gap_s, slot.start_s - previous_finish(at.block, at.index));
+  if (split_longest) update(next_block);  // the same block, or the next one (then its first gap)
 }
 
 std::vector<Timeline::Slot> Timeline::slots() const {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <vector>
 
 namespace placelab::policy {
@@ -79,7 +80,7 @@ class Timeline {
   static constexpr size_t kBlock = 256;  // blocks hold kBlock to 2 kBlock intervals once split
   struct Block {
     std::vector<Slot> slots;  // never empty once made
-    double longest_gap_s = 0;
+    double longest_gap_s = -std::numeric_limits<double>::infinity();
   };
   double previous_finish(size_t b, size_t i) const;
   void update(size_t b);

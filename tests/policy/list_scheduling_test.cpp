@@ -114,8 +114,7 @@ TEST_CASE("policy::list schedules: memory-aware schedulers stay under capacity w
 TEST_CASE("policy::Timeline: finds the gap a walk over every interval finds", "[policy]") {
   // Topcuoglu et al.'s insertion policy, walked plainly: from the first interval ending after ready_s,
   // the first idle gap that holds w, else after the last interval. Timeline skips blocks of intervals
-  // whose gaps are all too short; thousands of intervals here, so blocks split and are skipped, with
-  // gaps of every size, tasks that fit a gap exactly and zero-length ones.
+  // whose gaps are all too short; thousands of intervals here, so blocks split and are skipped.
   std::mt19937_64 rng(11);
   for (int round = 0; round < 4; ++round) {
     Timeline timeline;
@@ -123,11 +122,12 @@ TEST_CASE("policy::Timeline: finds the gap a walk over every interval finds", "[
     double horizon = 0;
     for (int n = 0; n < 3000; ++n) {
       const int kind = static_cast<int>(rng() % 10);
-      // Mostly appended work with gaps, sometimes early short tasks that must find a gap deep inside.
-      const double ready_s = kind < 6 ? horizon + static_cast<double>(rng() % 4) * 0.25
-                                      : std::uniform_real_distribution<double>(0, horizon)(rng);
-      const double w = kind == 9 ? 0.0 : kind < 6 ? 0.5 + static_cast<double>(rng() % 8) * 0.25
-                                                 : static_cast<double>(1 + rng() % 4) * 0.25;
+      // Mostly appended work after gaps of every size (a few long), sometimes tasks ready early that
+      // need one of the long gaps deep inside (or at the end), and zero-length ones.
+      std::uniform_real_distribution<double> uniform(0, 1);
+      const double gap = rng() % 10 == 0 ? 20 * uniform(rng) : 0.5 * uniform(rng);
+      const double ready_s = kind < 6 ? horizon + gap : horizon * uniform(rng);
+      const double w = kind == 9 ? 0.0 : kind < 6 ? 0.5 + uniform(rng) : 10 * uniform(rng);
       size_t k = 0;
       while (k < plain.size() && plain[k].finish_s <= ready_s) ++k;
       double start = 0;
