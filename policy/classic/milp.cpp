@@ -5,6 +5,7 @@
 // solution space, so the two agree; the non-contiguous variant drops the chain and is never worse.
 // Communication: a position pays hyperedge h when it holds part, not all, of h (y >= x_u for u in h,
 // p >= y - x_w for w in h), and only when its class pays communication.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -73,6 +74,18 @@ class MilpPlacer final : public Placer {
       for (size_t i = 0; i < m.device_class(t).devices.size(); ++i, ++D) class_of_position.push_back(t);
     double total_bytes = 0;
     for (int32_t v = 0; v < G; ++v) total_bytes += m.memory_bytes(v);
+    // Times enter the program in a unit that puts the loads near 1000: CBC's tolerances are absolute
+    // (it ignores an improvement below ~1e-5 of the objective, and feasibility slacks below 1e-7), so
+    // loads of microseconds in seconds made it take its first split for optimal.
+    double all_work_s = 0;
+    for (int32_t v = 0; v < G; ++v) {
+      double slowest = 0;
+      for (int32_t t = 0; t < C; ++t)
+        if (!m.forbidden(v, t) && std::isfinite(m.time_s(v, t))) slowest = std::max(slowest, m.time_s(v, t));
+      all_work_s += slowest;
+    }
+    for (int32_t h = 0; h < H; ++h) all_work_s += m.hyperedge_cost_s(h);
+    const double unit_s = all_work_s > 0 ? all_work_s / 1000 : 1.0;  // seconds per unit of the program
 
     Program p;
     const int32_t T = p.column(0, std::numeric_limits<double>::infinity(), 1, false);
@@ -125,7 +138,7 @@ class MilpPlacer final : public Placer {
       for (int32_t v = 0; v < G; ++v) {
         for (int32_t t = 0; t < C; ++t) {
           if (x(v, q, t) < 0) continue;
-          load.emplace_back(x(v, q, t), -m.time_s(v, t));
+          load.emplace_back(x(v, q, t), -m.time_s(v, t) / unit_s);
           if (m.memory_bytes(v) > 0) memory.emplace_back(x(v, q, t), m.memory_bytes(v));
         }
       }
@@ -146,7 +159,7 @@ class MilpPlacer final : public Placer {
           std::vector<std::pair<int32_t, double>> charged = {{paid, 1}, {part, -1}};
           for (auto [w, a] : pays_class) charged.emplace_back(w, -a);
           p.row(charged, 'G', -1);  // paid >= part + [class pays] - 1
-          load.emplace_back(paid, -m.hyperedge_cost_s(h));
+          load.emplace_back(paid, -m.hyperedge_cost_s(h) / unit_s);
         }
       }
       p.row(load, 'G', 0);
@@ -199,8 +212,8 @@ class MilpPlacer final : public Placer {
           if (x(v, q, t) >= 0 && sol[x(v, q, t)] > 0.5)
             for (graphs::OpId op : m.members(v)) out.device_of[op] = device_of_position[q];
     }
-    const double objective = Cbc_getObjValue(p.get());
-    const double bound = std::min(objective, Cbc_getBestPossibleObjValue(p.get()));
+    const double objective = Cbc_getObjValue(p.get()) * unit_s;
+    const double bound = std::min(objective, Cbc_getBestPossibleObjValue(p.get()) * unit_s);
     const bool optimal = Cbc_isProvenOptimal(p.get()) != 0;
     const sim::MaxLoadResult eval = sim::max_load(request.simulator, out.device_of);
     out.info = {{"objective", eval.max_load_s},

@@ -109,6 +109,9 @@ T int_arg(const IntArg& arg, const char* what) {
   return int_arg<T>(arg.obj, what);
 }
 
+/** The dict (or None) `arg` holds; TypeError naming `what` for anything else. */
+const py::object& dict_arg(const DictArg& arg, const std::string& what);
+
 /** obj (a str) as UTF-8; a string that is not valid Unicode is a ValueError naming `what`. */
 std::string text_arg(const py::handle& obj, const std::string& what);
 

@@ -108,6 +108,13 @@ std::string path_arg(const py::handle& obj, const std::string& what) {
   }
 }
 
+const py::object& dict_arg(const DictArg& arg, const std::string& what) {
+  if (!arg.obj.is_none() && !py::isinstance<py::dict>(arg.obj))
+    throw py::type_error(fmt::format("{} must be a dict or None, got {}", what,
+                                     printable(py::type::handle_of(arg.obj).attr("__name__"))));
+  return arg.obj;
+}
+
 template <class T>
 T int_arg(const py::handle& obj, const char* what) {
   py::int_ value;

@@ -129,7 +129,7 @@ void init_policy(py::module_& m) {
 
   m.def("place", [](const sim::Simulator& s, const std::string& name, const DictArg& options_arg,
                     const IntArg& seed_arg, const CallableArg& progress) {
-    const py::object& options = options_arg.obj;
+    const py::object& options = dict_arg(options_arg, "options");
     const auto seed = int_arg<uint64_t>(seed_arg, "seed");
     auto report = gil_callback<void, std::string_view>(progress.obj, "progress callback");  // checked first
     auto placer = policy::make_placer(name);
@@ -166,7 +166,8 @@ void init_policy(py::module_& m) {
                     const PathArg& checkpoint_arg, const IntArg& checkpoint_every_arg, bool resume,
                     const IntArg& seed_arg, const DictArg& options_arg, const DictArg& reward_arg,
                     const CallableArg& on_step, const CallableArg& progress) {
-    const py::object &checkpoint = checkpoint_arg.obj, &options = options_arg.obj, &reward = reward_arg.obj;
+    const py::object &checkpoint = checkpoint_arg.obj, &options = dict_arg(options_arg, "options"),
+                     &reward = dict_arg(reward_arg, "reward");
     const auto seed = int_arg<uint64_t>(seed_arg, "seed");
     const auto steps = int_arg<int64_t>(steps_arg, "steps");
     const auto checkpoint_every = int_arg<int64_t>(checkpoint_every_arg, "checkpoint_every");

@@ -259,14 +259,14 @@ void init_sim(py::module_& m) {
                         "The discrete-event simulator of one (graph, cluster, cost model, options); it keeps "
                         "the graph and cluster alive.")
       .def(py::init([](const Graph& g, const Cluster& c, const DictArg& options, const DictOrPathArg& profile_arg) {
-             const py::object& profile = profile_arg.obj;
+             const py::object &profile = profile_arg.obj, &options_dict = dict_arg(options, "options");
              std::shared_ptr<const sim::CostModel> cost = sim::default_cost_model();
              if (!profile.is_none()) {
                cost = py::isinstance<py::dict>(profile)
                           ? sim::profile_from_json(to_json(profile, "profile"), "profile", cost)
                           : sim::read_profile(path_arg(profile, "profile"), cost);
              }
-             return std::make_unique<Simulator>(g, c, cost, sim_options(options.obj));
+             return std::make_unique<Simulator>(g, c, cost, sim_options(options_dict));
            }),
            py::arg("graph"), py::arg("cluster"), py::arg("options") = py::none(), py::arg("profile") = py::none(),
            py::keep_alive<1, 2>(), py::keep_alive<1, 3>(),

@@ -375,3 +375,17 @@ def test_signatures_name_the_types_arguments_take():
     assert "placement: Sequence[int] | numpy.ndarray" in placelab.Simulator.simulate.__doc__
     assert "options: dict | None = None" in placelab.place.__doc__
     assert "-> dict" in placelab.read_checkpoint.__doc__
+
+
+def test_dict_arguments_of_another_type_are_type_errors():
+    # docs/python.md: wrong Python types raise TypeError (a list of options was a ValueError).
+    sim = placelab.Simulator(placelab.make_model("random_dag", {"ops": 10}), placelab.make_preset("cpu-gpu-2"))
+    task = [(sim.graph, sim.cluster)]
+    for call in (lambda: placelab.place(sim, "heft", [1, 2]), lambda: placelab.place(sim, "heft", "x"),
+                 lambda: placelab.Simulator(sim.graph, sim.cluster, options=[1]),
+                 lambda: placelab.train("gdp", task, steps=1, options=[1])):
+        with pytest.raises(TypeError, match="^options must be a dict or None, got (list|str)$"):
+            call()
+    with pytest.raises(TypeError, match="^reward must be a dict or None, got list$"):
+        placelab.train("gdp", task, steps=1, reward=[1])
+    assert len(placelab.place(sim, "heft", None)[0]) == len(placelab.place(sim, "heft", {})[0]) == 10

@@ -1203,7 +1203,9 @@ def test_milp_gap_is_relative_to_the_model():
     p, info = pl.place(sim, "milp", {"time_limit_s": 10})
     o = Oracle(doc, sim.cluster)
     assert info["status"] == "optimal"
-    assert close(info["objective"], o.optimum()) and info["objective"] == 5.0  # the true optimum
-    assert info["milp_objective"] == 6.0 and info["bound"] <= info["milp_objective"]
-    assert info["bound"] > info["objective"]  # a bound on the model, not on the evaluator
+    # Which of the model's optima CBC returns is not specified (all on one device also scores 6); this
+    # once asserted {a, c} | {b} (objective 5), CBC's pick before the program's time unit was scaled.
+    assert o.optimum() == 5.0 and info["objective"] >= o.optimum()  # the true optimum, and a model optimum's value
+    assert close(info["milp_objective"], 6.0) and info["bound"] <= info["milp_objective"]
+    assert info["bound"] > o.optimum()  # a bound on the model, not on the evaluator
     assert close(info["gap"], (info["milp_objective"] - info["bound"]) / info["milp_objective"], 1e-9), info
