@@ -71,7 +71,7 @@ class Timeline {
    * interval at worst), exactly as a walk over every interval ending after ready_s finds it.
    */
   Where find(double ready_s, double w) const;
-  /** Adds the interval `slot` where find() said. */
+  /** Adds the interval `slot` where find() said, with no insert() since (which may move intervals). */
   void insert(const Where& at, Slot slot);
   /** Every interval, in order. */
   std::vector<Slot> slots() const;

@@ -85,7 +85,7 @@ class MilpPlacer final : public Placer {
       all_work_s += slowest;
     }
     for (int32_t h = 0; h < H; ++h) all_work_s += m.hyperedge_cost_s(h);
-    const double unit_s = all_work_s > 0 ? all_work_s / 1000 : 1.0;  // seconds per unit of the program
+    const double unit_s = all_work_s > 0 && std::isfinite(all_work_s) ? all_work_s / 1000 : 1.0;  // seconds per unit of the program
 
     Program p;
     const int32_t T = p.column(0, std::numeric_limits<double>::infinity(), 1, false);

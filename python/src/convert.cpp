@@ -175,11 +175,11 @@ py::array_t<int64_t> as_int64_array(const py::handle& obj, int ndim, const std::
   }
   // Not numbers at all (None, a dict, a string), or one number where an array belongs: a wrong Python type.
   if (kind == 'O' || kind == 'S' || kind == 'U' || kind == 'V' || kind == 'M' || kind == 'm' || arr.ndim() == 0) {
-    throw py::type_error(fmt::format("{} must be an array of integers (device indices), got {}", what,
+    throw py::type_error(fmt::format("{} must be an array of integers, got {}", what,
                                      py::cast<std::string>(py::str(py::type::of(obj).attr("__name__")))));
   }
   if (kind != 'i' && kind != 'u' && !(kind == 'f' && arr.size() == 0)) {
-    throw Error(fmt::format("{} must hold integers (device indices), got dtype {}", what,
+    throw Error(fmt::format("{} must hold integers, got dtype {}", what,
                             py::cast<std::string>(py::str(arr.dtype()))));
   }
   if (arr.ndim() != ndim) {
