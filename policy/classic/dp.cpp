@@ -103,9 +103,7 @@ Ideals enumerate_ideals(const ThroughputModel& m, int64_t max_ideals, const Budg
   // The groups each ideal of the current layer (and of the next) can take: not in it, every predecessor
   // in it; ascending, the order a scan of every group meets them (so ideals are numbered as it would),
   // found from the smaller ideal's instead of by such a scan (n groups for each of millions of ideals).
-  std::vector<std::vector<int32_t>> succs(n), addable(1), next_addable;
-  for (int32_t v = 0; v < n; ++v)
-    for (int32_t u : m.preds(v)) succs[u].push_back(v);
+  std::vector<std::vector<int32_t>> addable(1), next_addable;
   for (int32_t v = 0; v < n; ++v)
     if (m.preds(v).empty()) addable[0].push_back(v);
   for (int32_t k = 0; k < n; ++k) {
@@ -135,7 +133,7 @@ Ideals enumerate_ideals(const ThroughputModel& m, int64_t max_ideals, const Budg
           std::vector<int32_t> take;
           for (const int32_t u : addable[i - begin])
             if (u != v) take.push_back(u);
-          for (const int32_t s : succs[v])
+          for (const int32_t s : m.succs(v))
             if (std::all_of(m.preds(s).begin(), m.preds(s).end(), in)) take.push_back(s);
           std::sort(take.begin(), take.end());
           take.erase(std::unique(take.begin(), take.end()), take.end());

@@ -74,18 +74,11 @@ class MilpPlacer final : public Placer {
       for (size_t i = 0; i < m.device_class(t).devices.size(); ++i, ++D) class_of_position.push_back(t);
     double total_bytes = 0;
     for (int32_t v = 0; v < G; ++v) total_bytes += m.memory_bytes(v);
-    // Times enter the program in a unit that puts the loads near 1000: CBC's tolerances are absolute
-    // (it ignores an improvement below ~1e-5 of the objective, and feasibility slacks below 1e-7), so
-    // loads of microseconds in seconds made it take its first split for optimal.
-    double all_work_s = 0;
-    for (int32_t v = 0; v < G; ++v) {
-      double slowest = 0;
-      for (int32_t t = 0; t < C; ++t)
-        if (!m.forbidden(v, t) && std::isfinite(m.time_s(v, t))) slowest = std::max(slowest, m.time_s(v, t));
-      all_work_s += slowest;
-    }
-    for (int32_t h = 0; h < H; ++h) all_work_s += m.hyperedge_cost_s(h);
-    const double unit_s = all_work_s > 0 && std::isfinite(all_work_s) ? all_work_s / 1000 : 1.0;  // seconds per unit of the program
+    // Times enter the program in a unit that puts the loads below 1000, near it: CBC's tolerances are
+    // absolute (it ignores an improvement below ~1e-5 of the objective, and feasibility slacks below
+    // 1e-7), so loads of microseconds in seconds made it take its first split for optimal.
+    const double ceiling_s = m.load_ceiling_s();  // no load is larger
+    const double unit_s = ceiling_s > 0 && std::isfinite(ceiling_s) ? ceiling_s / 1000 : 1.0;  // seconds per unit
 
     Program p;
     const int32_t T = p.column(0, std::numeric_limits<double>::infinity(), 1, false);

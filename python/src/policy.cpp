@@ -140,7 +140,6 @@ void init_policy(py::module_& m) {
                                  .seed = seed,
                                  .progress = std::move(report),
                                  .interrupted = interrupt.hook()};
-    if (!request.options.is_object()) throw Error(fmt::format("placer {} options must be a dict", name));
     policy::PlaceResult result;
     try {
       py::gil_scoped_release release;
