@@ -118,6 +118,33 @@ std::string text_arg(const py::handle& obj, const std::string& what);
 /** An (N, cols) integer array as N rows of int32; throws Error naming `what` for anything else. */
 std::vector<std::vector<int32_t>> to_int32_rows(const py::handle& obj, int64_t cols, const std::string& what);
 
+/**
+ * For a class without a Python constructor, whose objects come from the module's functions (`how`):
+ * Cls.__new__(Cls) raises TypeError saying so, where pybind11 would return an object holding no C++
+ * value, which crashes the interpreter on first use. Objects made in C++ do not go through __new__.
+ */
+template <class T>
+void made_only_by(py::class_<T>& cls, const std::string& how) {
+  const std::string message = py::str(cls.attr("__name__")).cast<std::string>() + " objects come from " + how;
+  cls.def_static("__new__", [message](const py::args&, const py::kwargs&) -> py::object { throw py::type_error(message); });
+}
+
+/**
+ * For a class with a Python constructor (call after defining it): Cls.__new__ runs the constructor
+ * too, so that Cls.__new__(Cls) on its own cannot hand out an object with no C++ value in it. The
+ * __init__ Python calls next finds the object made and returns (pybind11 ignores a second __init__).
+ */
+template <class T>
+void constructed_in_new(py::class_<T>& cls) {
+  const py::object init = cls.attr("__init__");
+  const py::object base_new = py::reinterpret_borrow<py::object>(py::detail::get_internals().instance_base).attr("__new__");
+  cls.def_static("__new__", [init, base_new](const py::handle& type, const py::args& args, const py::kwargs& kwargs) {
+    py::object self = base_new(type);
+    init(self, *args, **kwargs);
+    return self;
+  });
+}
+
 }  // namespace placelab::python
 
 namespace pybind11::detail {

@@ -74,9 +74,10 @@ void check_op(const Graph& g, int64_t op) {
 }  // namespace
 
 void init_graphs(py::module_& m) {
-  py::class_<Graph>(m, "Graph", "An immutable op graph (placelab.graph IR); build it with make_model, "
-                                "read_graph, graph_from_dict or placelab.from_torch.")
-      .def_property_readonly("name", &Graph::name, "The graph's name.")
+  py::class_<Graph> graph_class(m, "Graph", "An immutable op graph (placelab.graph IR); build it with make_model, "
+                                            "read_graph, graph_from_dict or placelab.from_torch.");
+  made_only_by(graph_class, "make_model, read_graph, graph_from_dict, expand_training or placelab.from_torch");
+  graph_class.def_property_readonly("name", &Graph::name, "The graph's name.")
       .def_property_readonly("num_ops", &Graph::num_ops, "Number of ops.")
       .def_property_readonly("num_edges", &Graph::num_edges, "Number of edges.")
       .def("__len__", &Graph::num_ops, "Number of ops.")
@@ -176,10 +177,11 @@ void init_graphs(py::module_& m) {
         py::arg("update_flops_per_param_byte") = 2.5,
         "One training step of a forward graph: backward op per forward op (id num_ops + f), update ops after.");
 
-  py::class_<graphs::MsrInstance>(m, "MsrInstance",
-                                  "An msr-dnn-partitioning throughput instance (Tarnawski et al. 2020): its graph "
-                                  "and the machine it allows; place it on msr_cluster(instance).")
-      .def("__repr__", [](const graphs::MsrInstance& i) {
+  py::class_<graphs::MsrInstance> msr_class(m, "MsrInstance",
+                                            "An msr-dnn-partitioning throughput instance (Tarnawski et al. 2020): its "
+                                            "graph and the machine it allows; place it on msr_cluster(instance).");
+  made_only_by(msr_class, "read_msr");
+  msr_class.def("__repr__", [](const graphs::MsrInstance& i) {
         return fmt::format("<placelab.MsrInstance '{}': {} ops, {} accelerators, {} CPUs>", i.graph.name(),
                            i.graph.num_ops(), i.max_accelerators, i.max_cpus);
       })
@@ -205,8 +207,10 @@ void init_graphs(py::module_& m) {
         "Reads a human-expert split (human-experts/NAME_expert.json) of `instance` as a placement on "
         "msr_cluster(instance) (int32 array; -1 for ops the split leaves out).");
 
-  py::class_<Coarsening>(m, "Coarsening", "A coarse graph and, for each original op, the coarse op holding it.")
-      .def("__repr__", [](const Coarsening& c) {
+  py::class_<Coarsening> coarsening_class(m, "Coarsening",
+                                          "A coarse graph and, for each original op, the coarse op holding it.");
+  made_only_by(coarsening_class, "contract_colocation, fuse_chains, group_by_size, contract_labels or compose");
+  coarsening_class.def("__repr__", [](const Coarsening& c) {
         return fmt::format("<placelab.Coarsening {} ops -> {} groups>", c.group_of.size(), c.graph.num_ops());
       })
       .def_property_readonly("graph", [](const Coarsening& c) -> const Graph& { return c.graph; },

@@ -175,8 +175,9 @@ std::vector<graphs::OpId> move_ops(const sim::IncrementalSimulator& inc, const s
 }  // namespace
 
 void init_sim(py::module_& m) {
-  py::class_<Cluster>(m, "Cluster", "A validated cluster: devices, links and a route for every device pair.")
-      .def_property_readonly("name", &Cluster::name, "The cluster's name.")
+  py::class_<Cluster> cluster_class(m, "Cluster", "A validated cluster: devices, links and a route for every device pair.");
+  made_only_by(cluster_class, "make_preset, load_cluster, read_cluster, cluster_from_dict or msr_cluster");
+  cluster_class.def_property_readonly("name", &Cluster::name, "The cluster's name.")
       .def_property_readonly("num_devices", &Cluster::num_devices, "Number of devices.")
       .def_property_readonly("num_links", &Cluster::num_links, "Number of links.")
       .def("__repr__", [](const Cluster& c) {
@@ -255,10 +256,10 @@ void init_sim(py::module_& m) {
   }, py::arg("accelerators"), py::arg("cpus"), py::arg("accelerator_memory_bytes"),
         "An msr machine of `accelerators` accelerators and `cpus` CPUs (device kinds 'accelerator' and 'cpu').");
 
-  py::class_<Simulator>(m, "Simulator",
-                        "The discrete-event simulator of one (graph, cluster, cost model, options); it keeps "
-                        "the graph and cluster alive.")
-      .def(py::init([](const Graph& g, const Cluster& c, const DictArg& options, const DictOrPathArg& profile_arg) {
+  py::class_<Simulator> simulator_class(m, "Simulator",
+                                        "The discrete-event simulator of one (graph, cluster, cost model, options); "
+                                        "it keeps the graph and cluster alive.");
+  simulator_class.def(py::init([](const Graph& g, const Cluster& c, const DictArg& options, const DictOrPathArg& profile_arg) {
              const py::object &profile = profile_arg.obj, &options_dict = dict_arg(options, "options");
              std::shared_ptr<const sim::CostModel> cost = sim::default_cost_model();
              if (!profile.is_none()) {
@@ -415,12 +416,13 @@ void init_sim(py::module_& m) {
         }
         return out;
       }, py::arg("n"), py::arg("seed"), "An (n, ops) array of random valid placements from one seeded generator.");
+  constructed_in_new(simulator_class);
 
-  py::class_<sim::IncrementalSimulator>(m, "IncrementalSimulator",
-                                        "A placement changed one op or one group of ops at a time (local search, "
-                                        "Placeto's MDP); each move re-simulates from a saved state and equals a full "
-                                        "simulate().")
-      .def(py::init([](const Simulator& s, const IntsArg& placement, const IntArg& checkpoints_arg) {
+  py::class_<sim::IncrementalSimulator> incremental_class(m, "IncrementalSimulator",
+                                                          "A placement changed one op or one group of ops at a time "
+                                                          "(local search, Placeto's MDP); each move re-simulates from a "
+                                                          "saved state and equals a full simulate().");
+  incremental_class.def(py::init([](const Simulator& s, const IntsArg& placement, const IntArg& checkpoints_arg) {
              const auto checkpoints = int_arg<int32_t>(checkpoints_arg, "checkpoints");
              if (checkpoints < 1) throw Error(fmt::format("checkpoints must be >= 1, got {}", checkpoints));
              return std::make_unique<sim::IncrementalSimulator>(s, placement_arg(s, placement), checkpoints);
@@ -454,6 +456,7 @@ void init_sim(py::module_& m) {
       .def("undo", [](sim::IncrementalSimulator& inc) { return result_dict(inc.undo()); },
            "Reverts the last move exactly, without simulating (a rejected local-search move costs one replay, not "
            "two); returns the simulate() dict. Raises ValueError when there is nothing to revert.");
+  constructed_in_new(incremental_class);
 }
 
 }  // namespace placelab::python

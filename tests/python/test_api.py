@@ -1,7 +1,11 @@
 # The placelab._core bindings: round trips through files and dicts, numpy views of graphs and results,
 # batch simulation against one-by-one runs, the placer registry, and the mapping of bad input to
 # ValueError (never a crash of the interpreter).
+import concurrent.futures
+import copy
 import json
+import multiprocessing
+import pickle
 import subprocess
 import sys
 
@@ -44,6 +48,53 @@ def test_graph_round_trips_through_dict_and_file(graph, tmp_path):
     from_file = placelab.read_graph(str(path))
     assert from_file.to_dict() == doc
     assert json.loads(path.read_text())["name"] == graph.name
+
+
+def _step_time_in_worker(graph, cluster, placement):
+    return placelab.Simulator(graph, cluster).simulate(placement)["step_time_s"]
+
+
+def test_graphs_and_clusters_pickle_into_worker_processes(graph, cluster, simulator):
+    training = placelab.expand_training(graph)  # phases, colocation classes, update ops
+    for obj in (graph, training, cluster):
+        again = pickle.loads(pickle.dumps(obj))
+        assert type(again) is type(obj) and again is not obj
+        assert again.to_dict() == obj.to_dict()
+        assert copy.copy(obj) is obj and copy.deepcopy([obj])[0] is obj  # immutable, like a tuple
+    placements = simulator.random_placements(3, seed=5)
+    # spawn: the worker starts afresh, so everything it gets came through pickle
+    with concurrent.futures.ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
+        remote = list(pool.map(_step_time_in_worker, [graph] * 3, [cluster] * 3, list(placements)))
+    assert remote == [simulator.simulate(p)["step_time_s"] for p in placements]
+
+
+@pytest.mark.parametrize("cls, comes_from", [("Graph", "make_model"), ("Cluster", "make_preset"),
+                                             ("MsrInstance", "read_msr"), ("Coarsening", "group_by_size")])
+def test_classes_without_a_constructor_refuse_new(cls, comes_from):
+    # pybind11 would hand out an object with no C++ value behind it, which crashed on first use
+    C = getattr(placelab, cls)
+    for make in (lambda: C.__new__(C), lambda: C()):
+        with pytest.raises(TypeError, match=f"{cls} objects come from .*{comes_from}"):
+            make()
+
+
+def test_new_of_classes_with_a_constructor_constructs(graph, cluster, simulator):
+    # Cls.__new__(Cls) alone used to return an object with no C++ value, which crashed on first use
+    for C in (placelab.Simulator, placelab.IncrementalSimulator):
+        with pytest.raises(TypeError, match="incompatible constructor arguments"):
+            C.__new__(C)
+    placement = simulator.random_placement(seed=3)
+    made = placelab.Simulator.__new__(placelab.Simulator, graph, cluster)
+    assert made.simulate(placement)["step_time_s"] == simulator.simulate(placement)["step_time_s"]
+    inc = placelab.IncrementalSimulator.__new__(placelab.IncrementalSimulator, made, placement, 2)
+    assert inc.result["step_time_s"] == simulator.simulate(placement)["step_time_s"]
+
+    class Tagged(placelab.Simulator):  # a subclass's own __init__ still runs, once
+        def __init__(self, *args):
+            super().__init__(*args)
+            self.tag = "tagged"
+
+    assert Tagged(graph, cluster).tag == "tagged"
 
 
 def test_training_expansion_and_coarsening(graph):
