@@ -133,14 +133,16 @@ void made_only_by(py::class_<T>& cls, const std::string& how) {
  * For a class with a Python constructor (call after defining it): Cls.__new__ runs the constructor
  * too, so that Cls.__new__(Cls) on its own cannot hand out an object with no C++ value in it. The
  * __init__ Python calls next finds the object made and returns (pybind11 ignores a second __init__).
+ * A Python subclass, whose __init__ may take other arguments, makes the object in its own __init__.
  */
 template <class T>
 void constructed_in_new(py::class_<T>& cls) {
   const py::object init = cls.attr("__init__");
   const py::object base_new = py::reinterpret_borrow<py::object>(py::detail::get_internals().instance_base).attr("__new__");
-  cls.def_static("__new__", [init, base_new](const py::handle& type, const py::args& args, const py::kwargs& kwargs) {
+  const py::handle bound = cls;  // the class outlives its methods
+  cls.def_static("__new__", [init, base_new, bound](const py::handle& type, const py::args& args, const py::kwargs& kwargs) {
     py::object self = base_new(type);
-    init(self, *args, **kwargs);
+    if (type.is(bound)) init(self, *args, **kwargs);
     return self;
   });
 }

@@ -89,12 +89,13 @@ def test_new_of_classes_with_a_constructor_constructs(graph, cluster, simulator)
     inc = placelab.IncrementalSimulator.__new__(placelab.IncrementalSimulator, made, placement, 2)
     assert inc.result["step_time_s"] == simulator.simulate(placement)["step_time_s"]
 
-    class Tagged(placelab.Simulator):  # a subclass's own __init__ still runs, once
-        def __init__(self, *args):
+    class Named(placelab.Simulator):  # a subclass's own __init__, with its own arguments, makes it
+        def __init__(self, name, *args):
             super().__init__(*args)
-            self.tag = "tagged"
+            self.name = name
 
-    assert Tagged(graph, cluster).tag == "tagged"
+    named = Named("mine", graph, cluster)
+    assert named.name == "mine" and named.simulate(placement)["step_time_s"] == made.simulate(placement)["step_time_s"]
 
 
 def test_training_expansion_and_coarsening(graph):
