@@ -380,6 +380,11 @@ std::vector<int32_t> expand_placement(std::span<const int32_t> coarse_device_of,
   if (static_cast<int64_t>(coarse_device_of.size()) != c.graph.num_ops())
     throw Error(fmt::format("expand_placement: the placement has {} entries but the coarse graph \"{}\" has {} ops",
                             coarse_device_of.size(), c.graph.name(), c.graph.num_ops()));
+  for (size_t g = 0; g < coarse_device_of.size(); ++g)
+    if (coarse_device_of[g] < 0)
+      throw Error(fmt::format("expand_placement: the placement puts coarse op {} (\"{}\") on device {}; devices are "
+                              "indices from 0",
+                              g, c.graph.op_name(static_cast<OpId>(g)), coarse_device_of[g]));
   std::vector<int32_t> device_of;
   device_of.reserve(c.group_of.size());
   for (OpId group : c.group_of) device_of.push_back(coarse_device_of[group]);

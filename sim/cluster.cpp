@@ -167,6 +167,35 @@ Cluster::Cluster(ClusterSpec spec) : spec_(std::move(spec)) {
     links_to(v, source, other);
     return path < other;
   };
+  // What the routes will hold, counted first (hops by breadth-first search) so that a cluster too
+  // deep to store fails before its routes take the memory.
+  size_t crossings = 0;
+  for (const auto& [pair, route] : given) crossings += route.size();
+  std::vector<int32_t> hops(nodes), frontier, next;
+  for (size_t s = 0; s < n; ++s) {
+    std::fill(hops.begin(), hops.end(), -1);
+    hops[s] = 0;
+    frontier.assign(1, static_cast<int32_t>(s));
+    for (int32_t h = 1; !frontier.empty(); ++h) {
+      next.clear();
+      for (int32_t u : frontier) {
+        if (u != static_cast<int32_t>(s) && static_cast<size_t>(u) < n) continue;  // devices do not forward
+        for (int32_t l : adjacent_links[u]) {
+          const int32_t v = end_a[l] == u ? end_b[l] : end_a[l];
+          if (hops[v] < 0) hops[v] = h, next.push_back(v);
+        }
+      }
+      frontier.swap(next);
+    }
+    for (size_t t = 0; t < n; ++t)
+      if (t != s && hops[t] > 0 && !given.count(s * n + t)) crossings += static_cast<size_t>(hops[t]);
+    if (crossings > kMaxRouteCrossings)
+      throw Error(fmt::format("cluster \"{}\": its routes would cross more than {} links in all (hops summed over the "
+                              "pairs of its {} devices); shorten the chains of switches between devices, or connect "
+                              "them through fewer switches",
+                              spec_.name, kMaxRouteCrossings, n));
+  }
+
   route_offset_.assign(n * n + 1, 0);
   for (size_t s = 0; s < n; ++s) {
     std::fill(cost.begin(), cost.end(), Cost{std::numeric_limits<int32_t>::max(), kInf});

@@ -52,6 +52,11 @@ struct RouteSpec {
 
 /** The most devices a cluster may have: it keeps a route per ordered pair (16M at this size). */
 inline constexpr size_t kMaxDevices = 4096;
+/**
+ * The most link crossings all routes together may hold (1 GiB): a route is stored whole, so long
+ * chains of switches would otherwise grow memory with the cube of the devices.
+ */
+inline constexpr size_t kMaxRouteCrossings = size_t{1} << 28;
 
 /** Everything needed to build a Cluster; Cluster validates it. */
 struct ClusterSpec {

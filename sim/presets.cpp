@@ -249,8 +249,12 @@ Cluster load_cluster(const std::string& spec) {
 }
 
 Cluster msr_cluster(int accelerators, int cpus, double accelerator_memory_bytes) {
-  if (accelerators < 0 || cpus < 0 || accelerators + cpus == 0)
+  const int64_t devices = int64_t{accelerators} + cpus;
+  if (accelerators < 0 || cpus < 0 || devices == 0)
     throw Error(fmt::format("msr cluster: {} accelerators and {} CPUs; need at least one device", accelerators, cpus));
+  if (devices > static_cast<int64_t>(kMaxDevices))  // before building them all
+    throw Error(fmt::format("msr cluster: {} accelerators and {} CPUs make {} devices, at most {} (a route is kept per "
+                            "pair of devices)", accelerators, cpus, devices, kMaxDevices));
   Builder b;
   b.spec.name = fmt::format("msr-{}acc-{}cpu", accelerators, cpus);
   // Op times and transfer costs come from the instance; these rates only matter for ops without them.

@@ -277,16 +277,39 @@ void sync_to_disk(const std::string& path) {
 
 }  // namespace
 
+namespace {
+
+// Where `value` holds a number that is not finite (JSON writes it as null, which no reader takes back),
+// as a JSON path below `path`; empty when it holds none.
+std::string non_finite_at(const nlohmann::json& value, const std::string& path) {
+  if (value.is_number_float()) return std::isfinite(value.get<double>()) ? std::string() : path;
+  if (value.is_object()) {
+    for (const auto& [key, item] : value.items())
+      if (std::string at = non_finite_at(item, path + "." + key); !at.empty()) return at;
+  } else if (value.is_array()) {
+    for (size_t i = 0; i < value.size(); ++i)
+      if (std::string at = non_finite_at(value[i], fmt::format("{}[{}]", path, i)); !at.empty()) return at;
+  }
+  return {};
+}
+
+}  // namespace
+
 void save_checkpoint(const std::string& dir, const Learner& learner, int64_t step, const nlohmann::json& trainer_state) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw Error(fmt::format("{}: cannot create the checkpoint directory ({})", dir, ec.message()));
+  nlohmann::json state = learner.state();
+  if (const std::string at = non_finite_at(state, "learner"); !at.empty())
+    throw Error(fmt::format("{}: the checkpoint of step {} is not written: {} is not a finite number, so training "
+                            "diverged (the checkpoint already there is kept); lower the learning rate (option lr)",
+                            dir, step, at));
   const nlohmann::json doc = {{"format", "placelab.checkpoint"},
                               {"version", 1},
                               {"policy", learner.name()},
                               {"options", learner.options()},
                               {"step", step},
-                              {"learner", learner.state()},
+                              {"learner", std::move(state)},
                               {"trainer", trainer_state}};
   io::write_json_atomic((fs::path(dir) / "checkpoint.json").string(), doc, -1);
 }
@@ -481,6 +504,13 @@ TrainSummary train(Learner& learner, const std::vector<Task>& tasks, const Train
     const int64_t step = state.step;
     const size_t t = static_cast<size_t>(step % static_cast<int64_t>(n));
     const StepStats stats = learner.train_step(tasks[t], step);
+    if (!std::isfinite(stats.loss) || !std::isfinite(stats.entropy))
+      throw Error(fmt::format("training diverged at step {} ({}): the loss is {} and the entropy {}; {}lower the "
+                              "learning rate (option lr)",
+                              step, tasks[t].name, stats.loss, stats.entropy,
+                              logging && fs::exists(fs::path(options.checkpoint_dir) / "checkpoint.json")
+                                  ? fmt::format("the last checkpoint in {} is kept; ", options.checkpoint_dir)
+                                  : ""));
     if (stats.best_cost_s < state.best_cost_s[t]) {
       state.best_cost_s[t] = stats.best_cost_s;
       state.best_placement[t] = stats.best_placement;

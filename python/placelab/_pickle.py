@@ -1,8 +1,8 @@
 """Pickling and copying of the immutable native objects that have a document form (Graph, Cluster).
 
 pickle stores the document (to_dict()) and rebuilds the object from it, so graphs and clusters can be
-sent to worker processes (multiprocessing, concurrent.futures, joblib); the rebuilt object equals the
-original. copy.copy and copy.deepcopy return the object itself, as for tuples: nothing can change it.
+sent to worker processes (multiprocessing, concurrent.futures, joblib); the rebuilt object has the
+same document. copy.copy and copy.deepcopy return the object itself, as for tuples: nothing can change it.
 """
 
 import copyreg

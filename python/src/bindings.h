@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -133,7 +134,9 @@ void made_only_by(py::class_<T>& cls, const std::string& how) {
  * For a class with a Python constructor (call after defining it): Cls.__new__ runs the constructor
  * too, so that Cls.__new__(Cls) on its own cannot hand out an object with no C++ value in it. The
  * __init__ Python calls next finds the object made and returns (pybind11 ignores a second __init__).
- * A Python subclass, whose __init__ may take other arguments, makes the object in its own __init__.
+ * A Python subclass that keeps the constructor gets the same; one with an __init__ of its own makes the
+ * object there (its bare __new__ is not covered). Any other class is refused, since the base __new__
+ * would make an empty object of any bound class.
  */
 template <class T>
 void constructed_in_new(py::class_<T>& cls) {
@@ -141,8 +144,12 @@ void constructed_in_new(py::class_<T>& cls) {
   const py::object base_new = py::reinterpret_borrow<py::object>(py::detail::get_internals().instance_base).attr("__new__");
   const py::handle bound = cls;  // the class outlives its methods
   cls.def_static("__new__", [init, base_new, bound](const py::handle& type, const py::args& args, const py::kwargs& kwargs) {
+    if (!PyType_Check(type.ptr()) ||
+        !PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(type.ptr()), reinterpret_cast<PyTypeObject*>(bound.ptr())))
+      throw py::type_error(fmt::format("{0}.__new__(X): X must be {0} or a subclass of it, got {1}",
+                                       py::str(bound.attr("__name__")).cast<std::string>(), py::str(type).cast<std::string>()));
     py::object self = base_new(type);
-    if (type.is(bound)) init(self, *args, **kwargs);
+    if (py::object(type.attr("__init__")).is(init)) init(self, *args, **kwargs);
     return self;
   });
 }

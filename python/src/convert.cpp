@@ -88,6 +88,9 @@ nlohmann::json to_json(const py::handle& obj, const std::string& what) {
   }
   try {
     return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::out_of_range&) {  // an integer a double cannot hold, such as 10**400
+    throw Error(fmt::format("{} must be JSON-able: it holds a number too large for JSON (beyond 1.8e308 in magnitude)",
+                            what));
   } catch (const nlohmann::json::exception&) {  // a string that is not Unicode: find it to name it
     check_tree(obj, what, trail, open, true);
     throw Error(fmt::format("{} must be JSON-able: it holds a string that is not valid Unicode", what));

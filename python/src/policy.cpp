@@ -33,7 +33,9 @@ py::object to_python(const rl::LogEntry& entry) { return from_json(rl::to_json(e
 template <class R, class... Args>
 std::function<R(Args...)> gil_callback(const py::object& fn, const char* what) {
   if (fn.is_none()) return {};
-  if (!PyCallable_Check(fn.ptr())) throw Error(fmt::format("{} must be callable", what));
+  if (!PyCallable_Check(fn.ptr()))
+    throw py::type_error(fmt::format("{} must be callable, got {}", what,
+                                     py::str(py::type::handle_of(fn).attr("__name__")).cast<std::string>()));
   // The core may copy or drop the function without the GIL: its copies share one reference to the
   // callable, released under the GIL.
   std::shared_ptr<py::object> held(new py::object(fn), [](py::object* o) {

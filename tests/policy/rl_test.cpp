@@ -106,6 +106,28 @@ class ToyLearner : public rl::Learner {
   rl::MovingBaseline baseline_{0.8};
 };
 
+// The toy, gone wrong from step `from` on, as a learner whose learning rate is far too high: its state
+// holds NaN from that step, and the losses it reports from the next one.
+class DivergingLearner : public ToyLearner {
+ public:
+  DivergingLearner(const rl::Task& task, int64_t from) : ToyLearner(task, 3), from_(from) {}
+  rl::StepStats train_step(const rl::Task& task, int64_t step) override {
+    rl::StepStats stats = ToyLearner::train_step(task, step);
+    if (step > from_) stats.loss = std::numeric_limits<double>::quiet_NaN();
+    diverged_ = diverged_ || step >= from_;
+    return stats;
+  }
+  nlohmann::json state() const override {
+    nlohmann::json s = ToyLearner::state();
+    if (diverged_) s["baseline"]["mean"] = std::numeric_limits<double>::quiet_NaN();
+    return s;
+  }
+
+ private:
+  int64_t from_;
+  bool diverged_ = false;
+};
+
 rl::Task dag_task(int ops = 24, const std::string& cluster = "v100-nvlink-4") {
   auto graph = std::make_shared<const graphs::Graph>(
       graphs::zoo::make_model("random_dag", {{"ops", ops}, {"width", 4}, {"seed", 5}}));
@@ -502,6 +524,29 @@ TEST_CASE("rl::train: k steps, a checkpoint and a resume equal an uninterrupted 
   options.checkpoint_dir = empty.str();
   CHECK(error_of([&] { auto l = fresh(); rl::train(l, tasks, options); }).find("no checkpoint there") !=
         std::string::npos);
+}
+
+TEST_CASE("rl::train: a run that diverges stops with an error and keeps its last good checkpoint", "[rl]") {
+  // It used to train on NaN to the end and write a checkpoint (NaN as null) that nothing could read back.
+  const rl::Task task = dag_task(12, "v100-nvlink-2");
+  TempDir dir("diverging");
+  rl::TrainOptions options;
+  options.steps = 10;
+  options.checkpoint_every = 1;
+  options.checkpoint_dir = dir.str();
+  DivergingLearner saving(task, 2);  // its state goes bad in step 2, saved at its end
+  CHECK_THAT(error_of([&] { rl::train(saving, {task}, options); }),
+             Catch::Contains("the checkpoint of step 3 is not written: learner.baseline.mean is not a finite number") &&
+                 Catch::Contains("lower the learning rate"));
+  CHECK(rl::read_checkpoint(dir.str())["step"] == 2);  // the last good one, readable
+
+  options.checkpoint_every = 100;
+  options.resume = true;
+  DivergingLearner reporting(task, 3);  // resumes at step 2; its loss is NaN at step 4, before any save
+  CHECK_THAT(error_of([&] { rl::train(reporting, {task}, options); }),
+             Catch::Contains("training diverged at step 4 (dag on v100-nvlink-2): the loss is nan") &&
+                 Catch::Contains("the last checkpoint in " + dir.str() + " is kept"));
+  CHECK(rl::read_checkpoint(dir.str())["step"] == 2);
 }
 
 TEST_CASE("rl::train resume: changed files, damaged logs, a second run at once, and the seed", "[rl]") {

@@ -89,6 +89,17 @@ def test_new_of_classes_with_a_constructor_constructs(graph, cluster, simulator)
     inc = placelab.IncrementalSimulator.__new__(placelab.IncrementalSimulator, made, placement, 2)
     assert inc.result["step_time_s"] == simulator.simulate(placement)["step_time_s"]
 
+    for other in (placelab.Graph, placelab.Cluster, int):  # the base __new__ would make an empty one
+        with pytest.raises(TypeError, match="must be Simulator or a subclass of it"):
+            placelab.Simulator.__new__(other)
+
+    class Plain(placelab.Simulator):  # keeps the constructor: __new__ runs it
+        pass
+
+    with pytest.raises(TypeError, match="incompatible constructor arguments"):
+        Plain.__new__(Plain)
+    assert Plain(graph, cluster).simulate(placement)["step_time_s"] == made.simulate(placement)["step_time_s"]
+
     class Named(placelab.Simulator):  # a subclass's own __init__, with its own arguments, makes it
         def __init__(self, name, *args):
             super().__init__(*args)
@@ -220,6 +231,7 @@ def test_placer_registry_by_name(simulator):
     (lambda s: placelab.graph_from_dict({"format": "placelab.graph", "version": 1, "name": "x", "ops": []}), "op"),
     (lambda s: placelab.graph_from_dict({"format": "placelab.graph", "version": 1, "name": "x",
                                          "ops": [{"name": "a", "flops": float("nan")}]}), "JSON-able"),
+    (lambda s: placelab.Simulator(s.graph, s.cluster, {"priority": 10**400}), "number too large for JSON"),
     (lambda s: placelab.cluster_from_dict({"format": "placelab.cluster"}), "cluster dict: missing \"version\""),
     (lambda s: s.simulate([0, 1]), "placement"),
     (lambda s: s.simulate(np.full(s.num_ops, 99)), "99"),
@@ -240,9 +252,10 @@ def test_placer_registry_by_name(simulator):
     (lambda s: placelab.Simulator(s.graph, s.cluster, {"speed": 1}), "speed"),
     (lambda s: placelab.place(s, "no_such_placer"), "no_such_placer"),
     (lambda s: placelab.place(s, placelab.placers()[0][0] if placelab.placers() else "x", {"bogus": 1}), "bogus"),
-    (lambda s: placelab.place(s, "x", progress=3), "callable"),
     (lambda s: placelab.group_by_size(s.graph, 0), "max_groups"),
     (lambda s: placelab.group_by_size(s.graph, 4).expand_placement([0, 1]), "coarse placement"),
+    (lambda s: (lambda c: c.expand_placement([-5] + [0] * (c.graph.num_ops - 1)))(placelab.group_by_size(s.graph, 4)),
+     "on device -5; devices are indices from 0"),
     (lambda s: placelab.compose(placelab.group_by_size(s.graph, 4), placelab.group_by_size(s.graph, 2)), "compose"),
     (lambda s: placelab.expand_training(placelab.expand_training(s.graph)), "forward"),
 ])
@@ -265,6 +278,8 @@ def test_wrong_python_types_raise_type_error(simulator):
             simulator.simulate(not_numbers)
     with pytest.raises(TypeError, match="placements must be an array of integers"):
         simulator.simulate_batch("abc")
+    with pytest.raises(TypeError, match="progress callback must be callable, got int"):
+        placelab.place(simulator, "random", progress=3)
 
 
 def test_bad_input_never_kills_the_interpreter():

@@ -84,7 +84,7 @@ def test_bad_input_is_a_value_error(task):
         placelab.train(POLICY, [task[0]], steps=1)
     with pytest.raises(ValueError, match="at least one"):
         placelab.train(POLICY, [], steps=1)
-    with pytest.raises(ValueError, match="callable"):
+    with pytest.raises(TypeError, match="on_step callback must be callable, got int"):
         placelab.train(POLICY, [task], steps=1, on_step=3)
     def explode(entry):
         raise RuntimeError("boom")

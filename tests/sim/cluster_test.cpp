@@ -132,6 +132,32 @@ TEST_CASE("sim::Cluster: of equal routes, the one with the lowest link indices i
   CHECK(std::vector<int32_t>(c.route(1, 0).begin(), c.route(1, 0).end()) == std::vector<int32_t>{2 * 2, 2 * 1 + 1});
 }
 
+TEST_CASE("sim::Cluster: routes too long to store in all are refused before they are built", "[sim]") {
+  // Each device on its own switch, the switches in a chain: the routes' hops grow with the cube of the
+  // devices (~3.3e8 crossings for 1,000, over 1 GiB of routes), which used to exhaust memory for a
+  // file of a few hundred kilobytes.
+  auto chain = [](int n) {
+    ClusterSpec spec{.name = "chain"};
+    for (int i = 0; i < n; ++i) {
+      spec.devices.push_back(unit_device("d" + std::to_string(i)));
+      spec.links.push_back(link("up" + std::to_string(i), "d" + std::to_string(i), "s" + std::to_string(i), 1, 0));
+      if (i > 0) spec.links.push_back(link("k" + std::to_string(i), "s" + std::to_string(i - 1), "s" + std::to_string(i), 1, 0));
+    }
+    return spec;
+  };
+  Cluster small(chain(50));  // 41,650 crossings: fine
+  CHECK(small.route(0, 49).size() == 51);
+  CHECK_THROWS_WITH(Cluster(chain(1000)), Catch::Contains("cluster \"chain\": its routes would cross more than 268435456 links") &&
+                                            Catch::Contains("shorten the chains of switches"));
+}
+
+TEST_CASE("sim::msr_cluster: device counts are checked before any device is built", "[sim]") {
+  // 10^8 accelerators used to build every device (27 s, 8 GB) before the cluster refused them.
+  CHECK_THROWS_WITH(msr_cluster(100'000'000, 0, 1e9), Catch::Contains("make 100000000 devices, at most 4096"));
+  CHECK_THROWS_WITH(msr_cluster(2'147'483'647, 2'147'483'647, 1e9), Catch::Contains("make 4294967294 devices"));
+  CHECK_THROWS_WITH(msr_cluster(0, 0, 1e9), Catch::Contains("need at least one device"));
+}
+
 TEST_CASE("sim::presets: every preset builds, DGX-1 routes use NVLink where it exists", "[sim]") {
   std::vector<std::string> names = preset_names();
   CHECK(names.size() >= 40);
