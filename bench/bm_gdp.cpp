@@ -1,7 +1,7 @@
 // GDP's speed and quality figures for bench/results/learned.md:
-//  1. placement of the 8-layer GNMT training graph (over 50k ops) on 8 V100s in one forward pass of
-//     the pre-trained policy: time to build the features (learned::Problem) and to place (forward,
-//     argmax, expansion to ops), median of a few runs;
+//  1. placement of the 8-layer GNMT training graph (over 50k ops) on 8 V100s by the pre-trained policy:
+//     time to build the features (learned::Problem) and to place (one encoder pass, the greedy
+//     schedule-aware decode, and none or 16 sampled decodes simulated to keep the best), median of a few runs;
 //  2. on the embedded default (Inception-v3 training on v100-nvlink-4), and on ResNet-50 and BERT
 //     training graphs that the pre-training suite does not have, the pre-trained policy zero-shot and
 //     fine-tuned for a few steps against HEFT, METIS and the human expert.
@@ -39,19 +39,22 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-std::unique_ptr<rl::Learner> pretrained_learner() {
+// The embedded policy, placing with its greedy decode and `samples` sampled decodes.
+std::unique_ptr<rl::Learner> pretrained_learner(int64_t samples) {
   const nlohmann::json& checkpoint = learned::pretrained_gdp_checkpoint();
-  auto learner = learned::make_gdp_learner(checkpoint.at("options"), 0);
+  nlohmann::json options = checkpoint.at("options");
+  options["place_samples"] = samples;
+  auto learner = learned::make_gdp_learner(options, 0);
   learner->load_state(checkpoint.at("learner"));
   return learner;
 }
 
-void placement_speed(int64_t layers, const std::string& cluster_name, int repeats) {
+void placement_speed(int64_t layers, const std::string& cluster_name, int repeats, int64_t samples) {
   auto graph = std::make_shared<const graphs::Graph>(
       graphs::expand_training(graphs::zoo::make_model("gnmt", {{"layers", static_cast<double>(layers)}})));
   auto cluster = std::make_shared<const sim::Cluster>(sim::make_preset(cluster_name));
   const rl::Task task = rl::make_task("gnmt", graph, cluster);
-  auto learner = pretrained_learner();
+  auto learner = pretrained_learner(samples);
   std::vector<double> problem_s, place_s;
   std::vector<int32_t> placement;
   for (int r = 0; r < repeats; ++r) {
@@ -63,9 +66,10 @@ void placement_speed(int64_t layers, const std::string& cluster_name, int repeat
     place_s.push_back(seconds_since(start));
   }
   const sim::SimResult result = task.simulator->simulate(placement);
-  std::printf("| gnmt:layers=%lld,training=1 on %s | %d | %d | %.3f | %.3f | %.3f | %.4g |\n",
+  std::printf("| gnmt:layers=%lld,training=1 on %s | %d | %d | %lld | %.3f | %.3f | %.3f | %.4g |\n",
               static_cast<long long>(layers), cluster_name.c_str(), graph->num_ops(), task.problem->num_units(),
-              median(problem_s), median(place_s), median(problem_s) + median(place_s), result.step_time_s * 1e3);
+              static_cast<long long>(samples), median(problem_s), median(place_s), median(problem_s) + median(place_s),
+              result.step_time_s * 1e3);
 }
 
 void quality(const std::string& model, const std::string& cluster_name, int64_t finetune_steps) {
@@ -119,10 +123,10 @@ int main(int argc, char** argv) {
   }
 #endif
   try {
-    std::printf("| graph | ops | units | features (s) | forward + argmax + expand (s) | total (s) "
+    std::printf("| graph | ops | units | samples | features (s) | place: encode, decode, simulate (s) | total (s) "
                 "| step time (ms) |\n");
-    std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
-    placement_speed(layers, speed_cluster, repeats);
+    std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    for (const int64_t samples : {0, 16}) placement_speed(layers, speed_cluster, repeats, samples);
     // Inception-v3 is in the pre-training suite; ResNet-50 and BERT are not (zero-shot on unseen graphs).
     for (const std::string model : {"inception_v3", "resnet50", "bert"}) {
       std::printf("\n| placer (%s:training=1 on %s) | step time (ms) | OOM | wall (s) |\n", model.c_str(),

@@ -23,8 +23,8 @@ COMPARISONS = [
     ("GDP-one", "HDP", "GDP 9.2% faster"), ("GDP-batch", "HDP", "GDP 9.2% faster"),
     ("HDP", "expert", ""), ("Placeto", "expert", ""), ("Placeto", "HDP", ""),
     ("HEFT", "expert", ""), ("METIS", "expert", ""), ("m-SCT", "expert", ""), ("annealing", "expert", ""),
-    ("GDP-one", "annealing", ""), ("GDP-one", "HEFT", ""), ("GDP-one", "METIS", ""),
-    ("GDP zero-shot", "HEFT", ""), ("GDP-batch", "GDP zero-shot", ""),
+    ("GDP-one", "annealing", ""), ("GDP-batch", "annealing", ""), ("GDP-one", "HEFT", ""), ("GDP-one", "METIS", ""),
+    ("GDP-batch", "GDP-one", "batch training helps"), ("GDP zero-shot", "HEFT", ""), ("GDP-batch", "GDP zero-shot", ""),
 ]
 
 
@@ -37,9 +37,10 @@ def parse_time(cell: str) -> tuple[float, bool] | None:
     return value, "OOM" in cell
 
 
-def parse_best_step(cell: str) -> int | None:
-    m = re.search(r"best at step (\d+)", cell or "")
-    return int(m.group(1)) if m else None
+def parse_convergence(cell: str) -> tuple[int, int] | None:
+    """'..., within 1% at step 12 (148 sims)' -> (12, 148)."""
+    m = re.search(r"within 1% at step (\d+) \((\d+) sims\)", cell or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 def read_rows(folder: str, suffix: str) -> list[dict]:
@@ -76,16 +77,12 @@ def summary(folder: str) -> str:
             if a and b and not a[1] and not b[1]:
                 ratios.append(a[0] / b[0])
         lines.append(f"| {placer} against {reference} | {len(ratios)} | {describe(geomean(ratios))} | {paper} |")
-    steps = [(parse_best_step(r.get("HDP", "")), parse_best_step(r.get("GDP-one", ""))) for r in searches]
-    steps = [(h, g) for h, g in steps if h is not None and g is not None]
-    # A best at step 0 is the warm start's placement, never improved: no convergence to compare (clamping
-    # it to one step turned each such configuration into "HDP's steps times faster").
-    improved = [(h, g) for h, g in steps if h > 0 and g > 0]
-    lines += ["", f"Training steps to the best placement, HDP over GDP-one (geometric mean over the {len(improved)} "
-              f"configurations where both improved on their first step; paper: 15x): "
-              f"{geomean([h / g for h, g in improved]):.2f}x. In {sum(g == 0 for _, g in steps)} of {len(steps)} "
-              "configurations GDP-one's best is its first step's placement (the heuristic it imitates), and in "
-              f"{sum(h == 0 for h, _ in steps)} HDP's is."]
+    both = [(parse_convergence(r.get("HDP", "")), parse_convergence(r.get("GDP-one", ""))) for r in searches]
+    both = [(h, g) for h, g in both if h is not None and g is not None]
+    # Every step counted from the first, GDP's warm start included; see paper_gdp.py.
+    lines += ["", f"Convergence, HDP's over GDP-one's (geometric mean over {len(both)} configurations; paper: 15x): "
+              f"training steps to within 1% of the final best {geomean([h[0] / g[0] for h, g in both]):.2f}x, "
+              f"simulations {geomean([h[1] / g[1] for h, g in both]):.2f}x."]
     return "\n".join(lines) + "\n"
 
 

@@ -25,14 +25,14 @@ PLACETO_MAX_OPS = 20000
 
 
 def rows_spec(quick: bool, steps: int) -> list[tuple[str, str, dict]]:
-    """HDP and GDP-one train for `steps`, Placeto for a PLACETO_DIVISOR-th of them, GDP-batch fine-tunes a sixth."""
-    fine_tune = 1 if quick else max(1, steps // 6)
+    """HDP, GDP-one (from scratch) and GDP-batch (the pre-trained policy fine-tuned) train for `steps`, Placeto for
+    a PLACETO_DIVISOR-th of them."""
     return [("expert", "human_expert", {}), ("METIS", "metis", {}), ("HEFT", "heft", {}), ("m-SCT", "m_sct", {}),
             ("annealing", "annealing", {"steps": 20 if quick else 2000}),
             ("HDP", "hdp", {"steps": steps, "curve": True}),
             ("Placeto", "placeto", {"steps": max(1, steps // PLACETO_DIVISOR), "curve": True}),
             ("GDP-one", "gdp", {"steps": steps, "pretrained": False, "curve": True}),
-            ("GDP-batch", "gdp", {"steps": fine_tune}),
+            ("GDP-batch", "gdp", {"steps": steps, "curve": True}),
             ("GDP zero-shot", "gdp", {"steps": 0})]
 
 
@@ -70,15 +70,17 @@ def main(argv=None) -> str:
             for column, r in results.items():
                 row[column] = fmt_s(r["step_time_s"]) + (" (OOM)" if r["oom"] else "")
                 best_step, _ = paperlib.learned_info(r)
-                srow[column] = fmt_s(r["place_s"]) + ("" if best_step == "-" else f", best at step {best_step}")
+                converged = paperlib.convergence(r)
+                srow[column] = fmt_s(r["place_s"]) + ("" if best_step == "-" else f", best at step {best_step}") + (
+                    "" if converged is None else f", within 1% at step {converged[0]} ({converged[1]} sims)")
             times.append(row)
             search.append(srow)
             per_model[(model, gpus)] = results
     report.intro = [f"Simulated training-step time on `{CLUSTER.format('N')}` presets (roofline cost model, FIFO "
                     "links). GDP-batch starts from the committed pre-trained checkpoint "
                     "(policy/learned/pretrained/gdp.json) and fine-tunes; GDP zero-shot places without training; "
-                    f"GDP-one and HDP train from scratch on each graph for {steps} steps (GDP-batch fine-tunes for "
-                    f"a sixth of that, Placeto trains for a {PLACETO_DIVISOR}th: it simulates once per unit moved)."]
+                    f"GDP-one and HDP train from scratch on each graph for {steps} steps, GDP-batch fine-tunes for "
+                    f"as many (Placeto trains for a {PLACETO_DIVISOR}th: it simulates once per unit moved)."]
     if placeto_left_out:
         report.notes.append(f"Placeto is left out on graphs of more than {PLACETO_MAX_OPS} ops ('-'): it simulates "
                             "once per unit moved, and one training step on the 2-layer GNMT takes ~80 s here.")
@@ -95,25 +97,28 @@ def main(argv=None) -> str:
     def fmt_gain(x: tuple) -> str:
         return "-" if math.isnan(x[0]) else f"{100 * (x[0] - 1):.1f}% (geometric mean over {x[1]} fitting)"
 
+    report.claim("pre-trained + fine-tuned against trained from scratch, same steps (GDP-batch against GDP-one)",
+                 "batch training helps", fmt_gain(ratio("GDP-one", "GDP-batch")))
     for gdp in ("GDP-one", "GDP-batch"):
         report.claim(f"GDP step time better than the human expert ({gdp})", "16% on average",
                      fmt_gain(ratio("expert", gdp)))
         report.claim(f"GDP step time better than HDP ({gdp})", "9.2% on average", fmt_gain(ratio("HDP", gdp)))
-    # A best at step 0 is the warm start's placement never improved: counted apart (gdp_suite_summary.py too).
-    steps = [(float(paperlib.learned_info(r["HDP"])[0]), float(paperlib.learned_info(r["GDP-one"])[0]))
-             for r in per_model.values() if "HDP" in r and "GDP-one" in r
-             and paperlib.learned_info(r["HDP"])[0] != "-" and paperlib.learned_info(r["GDP-one"])[0] != "-"]
-    improved = [(h, g) for h, g in steps if h > 0 and g > 0]
-    conv = paperlib.geomean_ratio(improved)
-    report.claim("GDP converges faster than HDP (steps to the best placement)", "15x",
-                 ("-" if math.isnan(conv) else f"{conv:.1f}x over {len(improved)}") +
-                 f"; GDP-one's best is its first step in {sum(g == 0 for _, g in steps)} of {len(steps)}")
+    # Steps and simulations until each came within 1% of its own final best, every step counted from the first
+    # (GDP's warm start included). A placer whose final best is far worse converges to it "fast": the step-time
+    # claims above say how good each end is.
+    converged = [(paperlib.convergence(r["HDP"]), paperlib.convergence(r["GDP-one"])) for r in per_model.values()
+                 if "HDP" in r and "GDP-one" in r]
+    converged = [(h, g) for h, g in converged if h is not None and g is not None]
+    for k, what in ((0, "steps"), (1, "simulations")):
+        conv = paperlib.geomean_ratio([(h[k], g[k]) for h, g in converged])
+        report.claim(f"GDP converges faster than HDP ({what} to within 1% of the final best, HDP's over GDP-one's)",
+                     "15x", "-" if math.isnan(conv) else f"{conv:.2f}x over {len(converged)}")
     report.claim("zero-shot (pre-trained, no fine-tuning) against HEFT", "no figure for this comparison",
                  fmt_gain(ratio("HEFT", "GDP zero-shot")))
     report.claim("zero-shot against fine-tuned (GDP-batch)", "no figure for this comparison",
                  fmt_gain(ratio("GDP zero-shot", "GDP-batch")))
     plot_bars(report, per_model, columns)
-    report.plot_curves({label(m, g): {c: paperlib.curve(r[c]) for c in ("HDP", "Placeto", "GDP-one") if c in r}
+    report.plot_curves({label(m, g): {c: paperlib.curve(r[c]) for c in ("HDP", "Placeto", "GDP-one", "GDP-batch") if c in r}
                         for (m, g), r in per_model.items()},
                        {label(m, g): r["expert"]["step_time_s"] for (m, g), r in per_model.items() if "expert" in r})
     return report.write()

@@ -202,12 +202,49 @@ def geomean_ratio(pairs) -> float:
 
 
 def graph(spec: str):
-    """A zoo graph from `NAME[:key=value,...]` as the CLI reads it; `training=1` expands it to a training step."""
+    """A zoo graph from `NAME[:key=value,...]` as the CLI reads it (`training=1` expands it to a training step), or
+    a torchvision model from `torchvision:NAME:batch=B[,training=1]` (torchvision_graph)."""
+    if spec.startswith("torchvision:"):
+        return torchvision_graph(spec)
     name, _, rest = spec.partition(":")
     params = {k: float(v) for k, v in (kv.split("=", 1) for kv in rest.split(",") if kv)}
     training = params.pop("training", 0) == 1
     g = placelab.make_model(name, params)
     return placelab.expand_training(g) if training else g
+
+
+GRAPH_CACHE = os.environ.get("PLACELAB_GRAPH_CACHE", os.path.join(tempfile.gettempdir(), "placelab_graphs"))
+
+
+def torchvision_graph(spec: str):
+    """torchvision model NAME (untrained weights) imported with placelab.from_torch on a batch of B 224x224 images,
+    expanded to a training step with training=1. Imports take seconds (tracing runs the model), so the graph is
+    kept in GRAPH_CACHE (the environment's PLACELAB_GRAPH_CACHE, else a folder in the temporary directory)."""
+    _, name, rest = spec.split(":", 2)
+    params = dict(kv.split("=", 1) for kv in rest.split(",") if kv)
+    unknown = set(params) - {"batch", "training"}
+    if unknown:
+        raise SystemExit(f"{spec}: unknown parameter {sorted(unknown)[0]} (torchvision graphs take batch and training)")
+    batch, training = int(params.get("batch", 32)), params.get("training", "0") == "1"
+    label = f"torchvision_{name}_b{batch}" + ("_training" if training else "")
+    path = os.path.join(GRAPH_CACHE, label + ".json")
+    if os.path.exists(path):
+        return placelab.read_graph(path)
+    import warnings
+
+    import torch
+    import torchvision
+    make = getattr(torchvision.models, name, None)
+    if make is None:
+        raise SystemExit(f"{spec}: torchvision has no model {name}")
+    extra = {"aux_logits": False, "init_weights": False} if name in ("googlenet", "inception_v3") else {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # ops without a FLOP formula keep a bytes-only cost
+        g = placelab.from_torch(make(weights=None, **extra), torch.zeros(batch, 3, 224, 224), training=training,
+                                name=f"torchvision_{name}_b{batch}")  # training=True appends "_training"
+    os.makedirs(GRAPH_CACHE, exist_ok=True)
+    placelab.write_graph(g, path)  # atomic: a concurrent reader sees the old file or the whole new one
+    return g
 
 
 def run_placers(simulator, placers: list[tuple[str, str, dict]], seed: int) -> dict[str, dict]:
@@ -219,6 +256,19 @@ def run_placers(simulator, placers: list[tuple[str, str, dict]], seed: int) -> d
 def curve(result: dict) -> list:
     """A learned placer's best cost after every training step (placed with {"curve": True}); [] otherwise."""
     return result.get("info", {}).get("curve_best_cost_s", [])
+
+
+def convergence(result: dict, tolerance: float = 0.01) -> tuple[int, int] | None:
+    """(training steps, simulations) until a learned placer's best cost first came within `tolerance` of its final
+    best, counting every step from the first (a warm start's included); None without a curve or a fitting best."""
+    info = result.get("info", {})
+    best, sims = info.get("curve_best_cost_s", []), info.get("curve_simulations", [])
+    finite = [b for b in best if b is not None]
+    if not finite or len(sims) != len(best):
+        return None
+    final = finite[-1]
+    k = next(i for i, b in enumerate(best) if b is not None and b <= final * (1 + tolerance))
+    return k + 1, sims[k]
 
 
 def learned_info(result: dict) -> tuple[str, str]:

@@ -61,7 +61,7 @@ plt.show()
 #
 # `place(sim, "gdp", {"checkpoint": folder, "steps": 0})` loads the trained policy and places in one
 # forward pass. The committed pre-trained policy (`place(sim, "gdp")` with no options) was trained
-# on a larger suite by `bench/pretrain_gdp.sh`.
+# on a larger suite by `bench/pretrain_gdp.py`.
 
 # %%
 sim = pl.Simulator(unseen, cluster)

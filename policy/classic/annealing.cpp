@@ -4,6 +4,7 @@
 // placement seen, so it is never worse than its start. Cost: step time, doubled (and more) when out of memory.
 // The temperature cools geometrically to 1% of its start over the step budget.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 
@@ -22,13 +23,17 @@ double cost_of(const sim::SimResult& r, const sim::Cluster& c) {
   return r.step_time_s * (2 + excess / std::max(capacity, 1.0));
 }
 
+// The heuristics whose best placement is the start (each simulated once).
+constexpr std::array<const char*, 6> kStarts = {"single_device", "human_expert", "metis", "scotch", "heft", "m_topo"};
+
 class AnnealingPlacer final : public Placer {
  public:
   PlaceResult place(const PlaceRequest& request) const override {
-    check_options("annealing", request.options, {"steps", "seconds", "temperature"});
+    check_options("annealing", request.options, {"steps", "seconds", "temperature", "curve"});
     const int64_t steps = option_int("annealing", request.options, "steps", 1000);
     const double seconds = option_number("annealing", request.options, "seconds", 0);
     const double temperature = option_number("annealing", request.options, "temperature", 0.002);
+    const bool curve = option_bool("annealing", request.options, "curve", false);
     const sim::Simulator& sim = request.simulator;
     const sim::Cluster& c = request.cluster();
     const auto t0 = std::chrono::steady_clock::now();
@@ -37,7 +42,7 @@ class AnnealingPlacer final : public Placer {
     std::string start_name;
     std::vector<int32_t> start;
     double start_cost = 0;
-    for (const char* name : {"single_device", "human_expert", "metis", "scotch", "heft", "m_topo"}) {
+    for (const char* name : kStarts) {
       PlaceRequest sub{sim, nlohmann::json::object(), request.seed, {}};
       std::vector<int32_t> p = make_placer(name)->place(sub).device_of;
       const double cost = cost_of(sim.simulate(p), c);
@@ -58,6 +63,8 @@ class AnnealingPlacer final : public Placer {
     double current = start_cost, best = start_cost;
     std::vector<int32_t> best_placement = start;
     int64_t done = 0, accepted = 0, improved = 0;
+    // Best cost after each move, as the learned placers report their learning curves (equal-budget plots).
+    std::vector<double> curve_best, curve_wall;
     for (; done < steps && !movable.empty(); ++done) {
       if (seconds > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() >= seconds) break;
       request.check_interrupt();
@@ -82,16 +89,21 @@ class AnnealingPlacer final : public Placer {
       } else {
         state.undo();  // exact, with no second replay
       }
+      if (curve) {
+        curve_best.push_back(best);
+        curve_wall.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
       if (steps >= 10 && (done + 1) % (steps / 10) == 0)
         request.report(fmt::format("step {} of {}: best {:.6g} s", done + 1, steps, best));
     }
-    return {std::move(best_placement),
-            {{"start", start_name},
-             {"start_cost_s", start_cost},
-             {"best_cost_s", best},
-             {"steps", done},
-             {"accepted", accepted},
-             {"improvements", improved}}};
+    nlohmann::json info = {{"start", start_name},  {"start_cost_s", start_cost}, {"best_cost_s", best},
+                           {"steps", done},         {"accepted", accepted},      {"improvements", improved},
+                           {"simulations", done + static_cast<int64_t>(kStarts.size())}};
+    if (curve) {
+      info["curve_best_cost_s"] = curve_best;
+      info["curve_wall_s"] = curve_wall;  // the first move's simulation count is the starts' + 1
+    }
+    return {std::move(best_placement), std::move(info)};
   }
 };
 

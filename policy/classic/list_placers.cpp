@@ -10,10 +10,7 @@
 
 namespace placelab::policy {
 
-namespace {
-
-/** The op graph as a schedule problem: one task per op, grouped by unit (colocation class). */
-ScheduleProblem problem_of(const Units& units, bool memory) {
+ScheduleProblem schedule_problem(const Units& units, bool memory) {
   const sim::Simulator& sim = units.simulator();
   const graphs::Graph& g = sim.graph();
   ScheduleProblem pb;
@@ -39,6 +36,8 @@ ScheduleProblem problem_of(const Units& units, bool memory) {
   return pb;
 }
 
+namespace {
+
 /** A list scheduler's options check (throws for unknown ones), and the scheduler, which may add to `info`. */
 using CheckFn = void (*)(const nlohmann::json& options);
 using ScheduleFn = Schedule (*)(const ScheduleProblem&, const nlohmann::json& options, nlohmann::json& info);
@@ -52,7 +51,7 @@ class ListPlacer final : public Placer {
     Units units(request.simulator);
     request.report(fmt::format("scheduling {} ops ({} colocation units)", request.graph().num_ops(), units.num_units()));
     nlohmann::json info = nlohmann::json::object();
-    ScheduleProblem pb = problem_of(units, memory_);
+    ScheduleProblem pb = schedule_problem(units, memory_);
     pb.interrupted = request.interrupted;
     Schedule s = schedule_(pb, request.options, info);
     info["scheduled_makespan_s"] = s.makespan_s;

@@ -252,7 +252,7 @@ std::vector<double> upward_ranks(const ScheduleProblem& pb) {
   return rank;
 }
 
-Schedule heft_schedule(const ScheduleProblem& pb) {
+Schedule heft_schedule(const ScheduleProblem& pb, const ProcChooser& choose) {
   Dag dag(pb);
   Schedule s = empty_schedule(pb);
   State state(pb, dag);
@@ -267,25 +267,34 @@ Schedule heft_schedule(const ScheduleProblem& pb) {
     if (indeg[t] == 0) ready.push(t);
 
   std::vector<Timeline> timelines(pb.num_procs);
+  std::vector<ProcOption> options;
+  std::vector<Timeline::Where> where;
   while (!ready.empty()) {
     const int32_t t = ready.top();
     ready.pop();
     state.check_runnable(t);
-    double best_finish = kInf;
-    int32_t best_p = -1;
-    Timeline::Where best_at{};
+    options.clear();
+    where.clear();
+    size_t pick = 0;
     for (int32_t p = 0; p < pb.num_procs; ++p) {
       if (!state.can_run(t, p)) continue;
       const double w = pb.cost(t, p);
       // Insertion: the earliest idle gap after the inputs arrive that holds w.
       const Timeline::Where at = timelines[p].find(data_ready_s(pb, dag, s, t, p), w);
-      if (at.start_s + w < best_finish) best_finish = at.start_s + w, best_p = p, best_at = at;
+      options.push_back({p, at.start_s, at.start_s + w});
+      where.push_back(at);
+      if (options.back().finish_s < options[pick].finish_s) pick = options.size() - 1;
     }
-    state.place(s, t, best_p);
-    s.start_s[t] = best_at.start_s;
-    s.finish_s[t] = best_finish;
-    timelines[best_p].insert(best_at, {best_at.start_s, best_finish});
-    s.makespan_s = std::max(s.makespan_s, best_finish);
+    if (choose && state.first_of_group(t)) {
+      pick = choose(t, options);
+      if (pick >= options.size()) throw Error(fmt::format("heft: the chooser picked option {} of {}", pick, options.size()));
+    }
+    const ProcOption& best = options[pick];
+    state.place(s, t, best.proc);
+    s.start_s[t] = best.start_s;
+    s.finish_s[t] = best.finish_s;
+    timelines[best.proc].insert(where[pick], {best.start_s, best.finish_s});
+    s.makespan_s = std::max(s.makespan_s, best.finish_s);
     for (int32_t e : dag.out[t])
       if (--indeg[pb.edges[e].dst] == 0) ready.push(pb.edges[e].dst);
   }

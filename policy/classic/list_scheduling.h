@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <span>
 #include <vector>
 
 namespace placelab::policy {
@@ -88,11 +89,23 @@ class Timeline {
   std::vector<Block> blocks_;
 };
 
+/** Where a task could go in HEFT's insertion-based schedule: its start and finish on `proc`. */
+struct ProcOption {
+  int32_t proc;
+  double start_s, finish_s;
+};
+/**
+ * Picks a processor for `task` among `options` (those that may run it, in processor order; never empty)
+ * and returns its index there. HEFT's own choice is the earliest finish.
+ */
+using ProcChooser = std::function<size_t(int32_t task, std::span<const ProcOption> options)>;
+
 /**
  * Insertion-based HEFT: tasks by decreasing upward rank, each on the processor of earliest finish (a task
- * whose group is already placed goes where its group is).
+ * whose group is already placed goes where its group is). With `choose`, it decides instead, for every
+ * task that has no group or is the first of its group (the learned placers' schedule-aware decoding).
  */
-Schedule heft_schedule(const ScheduleProblem& problem);
+Schedule heft_schedule(const ScheduleProblem& problem, const ProcChooser& choose = {});
 
 /**
  * Baechi's m-TOPO: tasks in topological order fill one processor after the other, moving on when its

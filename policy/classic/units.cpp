@@ -120,6 +120,14 @@ double option_number(std::string_view placer, const nlohmann::json& options, std
   return it->get<double>();
 }
 
+bool option_bool(std::string_view placer, const nlohmann::json& options, std::string_view key, bool fallback) {
+  auto it = options.find(key);
+  if (it == options.end()) return fallback;
+  if (!it->is_boolean())
+    throw Error(fmt::format("placer {} options: \"{}\" is {}, expected true or false", placer, key, it->dump()));
+  return it->get<bool>();
+}
+
 std::vector<int32_t> contiguous_blocks(std::span<const double> weight_s, std::span<const double> share) {
   const double total_w = std::accumulate(weight_s.begin(), weight_s.end(), 0.0);
   const double total_share = std::accumulate(share.begin(), share.end(), 0.0);

@@ -64,6 +64,14 @@ class Units {
   double mean_latency_s_ = 0, mean_inv_bandwidth_ = 0;
 };
 
+struct ScheduleProblem;  // list_scheduling.h
+/**
+ * The op graph as a list-scheduling problem (list_placers.cpp): one task per op, grouped by unit, the
+ * simulator's op times, the cluster's idle-network transfer times, and with `memory` each op's bytes and
+ * the devices' capacities. It refers to `units`, which must outlive it.
+ */
+ScheduleProblem schedule_problem(const Units& units, bool memory);
+
 /** Throws the error for `op`, whose pin no device of `cluster` has: add such a device or remove the pin. */
 [[noreturn]] void fail_unplaceable_pin(const graphs::Graph& graph, const sim::Cluster& cluster, graphs::OpId op);
 
@@ -80,6 +88,9 @@ int64_t option_int(std::string_view placer, const nlohmann::json& options, std::
 /** Reads a finite number option `key` >= `min_value` (default `fallback`). */
 double option_number(std::string_view placer, const nlohmann::json& options, std::string_view key, double fallback,
                      double min_value = 0);
+
+/** Reads a true/false option `key` (default `fallback`); throws naming the placer and key. */
+bool option_bool(std::string_view placer, const nlohmann::json& options, std::string_view key, bool fallback);
 
 /** An index in [0, n) from `rng`, the same on every standard library. */
 inline int32_t uniform_index(std::mt19937_64& rng, int32_t n) {

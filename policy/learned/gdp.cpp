@@ -1,6 +1,6 @@
-// GDP / SGDP: network, PPO step, state and the embedded pre-trained checkpoint (see gdp.h).
-// Legend: U = units, D = devices, h = hidden width, p = pair-MLP width, K = rollouts per step,
-// B = segments, L = units per segment.
+// GDP / SGDP: options, the network and the embedded pre-trained checkpoint (see gdp.h; the learner is in
+// gdp_learner.cpp). Legend: U = units, D = devices, h = hidden width, p = pair-MLP width, B = segments,
+// L = units per segment, R = decisions of a schedule decode, F = features of a pair.
 #include "policy/learned/gdp.h"
 
 #include <fmt/format.h>
@@ -45,15 +45,6 @@ std::string string_option(const nlohmann::json& options, std::string_view key, c
   return it->get<std::string>();
 }
 
-bool bool_option(const nlohmann::json& options, std::string_view key, bool fallback) {
-  const auto it = options.find(key);
-  if (it == options.end()) return fallback;
-  if (!it->is_boolean()) {
-    throw Error(fmt::format("placer gdp options: \"{}\" is {}, expected true or false", key, it->dump()));
-  }
-  return it->get<bool>();
-}
-
 // [U*D, 1] pair scores (row u*D + d) -> [U, D]: one gather per device column (D is small).
 Tensor pairs_to_matrix(const Tensor& scores, Index units, Index devices) {
   if (devices == 1) return scores;
@@ -65,12 +56,6 @@ Tensor pairs_to_matrix(const Tensor& scores, Index units, Index devices) {
     columns.push_back(ad::gather_rows(scores, std::move(rows)));
   }
   return ad::concat_cols(columns);
-}
-
-nn::AdamOptions adam_options(const GdpOptions& options) {
-  nn::AdamOptions adam;
-  adam.lr = options.lr;
-  return adam;
 }
 
 }  // namespace
@@ -85,8 +70,10 @@ GdpOptions gdp_options_from_json(const nlohmann::json& options) {
   }
   policy::check_options(kName, options,
                         {"hidden", "sage_layers", "aggregator", "segment", "attention_layers", "heads", "ff",
-                         "head_hidden", "superposition", "rollouts", "ppo_epochs", "clip", "entropy", "value_coef",
-                         "lr", "max_grad_norm", "warm_start", "warm_steps"});
+                         "head_hidden", "superposition", "decoder", "rollouts", "ppo_epochs", "clip", "entropy",
+                         "value_coef", "lr", "rl_lr", "max_grad_norm", "self_imitation", "place_samples",
+                         "place_temperature",
+                         "window_share", "decisions_per_step", "warm_start", "warm_steps", "distill_from"});
   GdpOptions o;
   o.hidden = positive_option(options, "hidden", o.hidden, policy::kMaxWidthOption);
   o.sage_layers = policy::option_int(kName, options, "sage_layers", o.sage_layers);
@@ -96,16 +83,26 @@ GdpOptions gdp_options_from_json(const nlohmann::json& options) {
   o.heads = positive_option(options, "heads", o.heads, policy::kMaxWidthOption);
   o.ff = positive_option(options, "ff", o.ff, policy::kMaxWidthOption);
   o.head_hidden = positive_option(options, "head_hidden", o.head_hidden, policy::kMaxWidthOption);
-  o.superposition = bool_option(options, "superposition", o.superposition);
+  o.superposition = policy::option_bool(kName, options, "superposition", o.superposition);
+  o.decoder = string_option(options, "decoder", o.decoder, {"schedule", "single_shot"});
   o.rollouts = positive_option(options, "rollouts", o.rollouts);
   o.ppo_epochs = positive_option(options, "ppo_epochs", o.ppo_epochs);
   o.clip = policy::option_number(kName, options, "clip", o.clip);
   o.entropy = policy::option_number(kName, options, "entropy", o.entropy);
   o.value_coef = policy::option_number(kName, options, "value_coef", o.value_coef);
   o.lr = policy::option_number(kName, options, "lr", o.lr);
+  o.rl_lr = policy::option_number(kName, options, "rl_lr", o.rl_lr);
   o.max_grad_norm = policy::option_number(kName, options, "max_grad_norm", o.max_grad_norm);
+  o.self_imitation = policy::option_number(kName, options, "self_imitation", o.self_imitation);
+  o.place_samples = policy::option_int(kName, options, "place_samples", o.place_samples);
+  o.place_temperature = policy::option_number(kName, options, "place_temperature", o.place_temperature);
+  if (o.place_temperature <= 0) throw Error("placer gdp options: \"place_temperature\" must be above 0");
+  o.decisions_per_step = policy::option_int(kName, options, "decisions_per_step", o.decisions_per_step);
+  o.window_share = policy::option_number(kName, options, "window_share", o.window_share);
+  if (o.window_share > 1) throw Error("placer gdp options: \"window_share\" is above 1, expected a share in [0, 1]");
   o.warm_steps = policy::option_int(kName, options, "warm_steps", o.warm_steps);
   if (o.warm_steps < 0) throw Error("placer gdp options: \"warm_steps\" is negative, expected 0 or more");
+  o.distill_from = policy::option_int(kName, options, "distill_from", o.distill_from);
   if (auto it = options.find("warm_start"); it != options.end()) {
     if (!it->is_string()) {
       throw Error(fmt::format("placer gdp options: \"warm_start\" is {}, expected a string of comma-separated "
@@ -143,22 +140,31 @@ nlohmann::json to_json(const GdpOptions& o) {
           {"ff", o.ff},
           {"head_hidden", o.head_hidden},
           {"superposition", o.superposition},
+          {"decoder", o.decoder},
           {"rollouts", o.rollouts},
           {"ppo_epochs", o.ppo_epochs},
           {"clip", o.clip},
           {"entropy", o.entropy},
           {"value_coef", o.value_coef},
           {"lr", o.lr},
+          {"rl_lr", o.rl_lr},
           {"max_grad_norm", o.max_grad_norm},
+          {"self_imitation", o.self_imitation},
+          {"place_samples", o.place_samples},
+          {"place_temperature", o.place_temperature},
+          {"decisions_per_step", o.decisions_per_step},
+          {"window_share", o.window_share},
           {"warm_start", o.warm_start},
-          {"warm_steps", o.warm_steps}};
+          {"warm_steps", o.warm_steps},
+          {"distill_from", o.distill_from}};
 }
 
 // ------------------------------------------------------------------------------------------------
 // Network
 // ------------------------------------------------------------------------------------------------
 
-GdpNetwork::GdpNetwork(const GdpOptions& options, std::mt19937_64& rng) : options_(options) {
+GdpNetwork::GdpNetwork(const GdpOptions& options, std::mt19937_64& rng)
+    : options_(options), schedule_(options.decoder == "schedule") {
   const Index h = options.hidden, p = options.head_hidden;
   const auto aggregator = options.aggregator == "max_pool" ? nn::Aggregator::max_pool : nn::Aggregator::mean;
   type_embed_ = nn::Embedding(kOpTypeBuckets, h, rng);
@@ -172,7 +178,8 @@ GdpNetwork::GdpNetwork(const GdpOptions& options, std::mt19937_64& rng) : option
   device_in_ = nn::Linear(kDeviceFeatures, h, rng);
   pair_unit_ = nn::Linear(h, p, rng);
   pair_device_ = nn::Linear(h, p, rng, false);
-  pair_features_ = nn::Linear(kPairFeatures, p, rng, false);
+  pair_features_ = nn::Linear(schedule_ ? kDecisionFeatures : kPairFeatures, p, rng, false);
+  if (schedule_) pair_skip_ = nn::Linear(kDecisionFeatures, 1, rng, false);
   pair_position_ = nn::Linear(2 * kGdpPositionFrequencies, p, rng, false);
   pair_out_ = nn::Linear(p, 1, rng);
   value_ = nn::Mlp({h, h, 1}, rng, nn::Activation::tanh);
@@ -186,13 +193,15 @@ GdpNetwork::GdpNetwork(const GdpOptions& options, std::mt19937_64& rng) : option
   device_in_.collect("head.device_input", params_);
   pair_unit_.collect("head.unit", params_);
   pair_device_.collect("head.device", params_);
-  pair_features_.collect("head.pair", params_);
+  // Other names in the two decoders, so that loading one's parameters into the other names the difference.
+  pair_features_.collect(schedule_ ? "head.schedule" : "head.pair", params_);
+  if (schedule_) pair_skip_.collect("head.schedule_skip", params_);
   pair_position_.collect("head.position", params_);
   pair_out_.collect("head.out", params_);
   value_.collect("value", params_);
 }
 
-GdpOutput GdpNetwork::forward(const Problem& problem) const {
+GdpEncoding GdpNetwork::encode(const Problem& problem) const {
   const Index units = problem.num_units(), devices = problem.num_devices(), h = options_.hidden;
 
   // Encoder: op type + unit features, then GraphSAGE over unit neighbourhoods.   [U, h]
@@ -213,16 +222,8 @@ GdpOutput GdpNetwork::forward(const Problem& problem) const {
   }
   if (padded > units) z = ad::slice_rows(z, 0, units);
 
-  // Head: score(u, d) = w^T relu(A z_u + B dev_d + C pair_ud + b) + c over all U*D pairs, plus a bilinear term.
-  std::vector<int32_t> slot(static_cast<size_t>(devices)), unit_of_pair, device_of_pair;
+  std::vector<int32_t> slot(static_cast<size_t>(devices));
   for (Index d = 0; d < devices; ++d) slot[static_cast<size_t>(d)] = static_cast<int32_t>(d % kGdpDeviceSlots);
-  unit_of_pair.reserve(static_cast<size_t>(units * devices));
-  device_of_pair.reserve(static_cast<size_t>(units * devices));
-  for (Index u = 0; u < units; ++u)
-    for (Index d = 0; d < devices; ++d) {
-      unit_of_pair.push_back(static_cast<int32_t>(u));
-      device_of_pair.push_back(static_cast<int32_t>(d));
-    }
   const Tensor device =
       ad::relu(ad::add(device_in_.forward(Tensor::leaf(problem.device_x())), device_embed_.forward(slot)));
   // The unit side also sees its topological position through sinusoids, so one parameter can move a
@@ -235,19 +236,9 @@ GdpOutput GdpNetwork::forward(const Problem& problem) const {
       position(u, 2 * k) = static_cast<float>(std::sin(angle));
       position(u, 2 * k + 1) = static_cast<float>(std::cos(angle));
     }
-  const Tensor unit_proj = ad::add(pair_unit_.forward(z), pair_position_.forward(Tensor::leaf(std::move(position))));
-  const Tensor device_proj = pair_device_.forward(device);  // [U, p], [D, p]
-  const Tensor pre = ad::relu(ad::add(ad::add(ad::gather_rows(unit_proj, std::move(unit_of_pair)),
-                                              ad::gather_rows(device_proj, std::move(device_of_pair))),
-                                      pair_features_.forward(Tensor::leaf(problem.pair_x()))));
-  // Plus a bilinear unit-device term (GDP's per-device output weights, made from device embeddings),
-  // which lets units with similar embeddings share a device without the pair MLP learning it.
-  const float scale = 1.f / std::sqrt(static_cast<float>(options_.head_hidden));
-  const Tensor bilinear = ad::mul_scalar(ad::matmul_nt(unit_proj, device_proj), scale);  // [U, D]
-  const Tensor logits = ad::add(bilinear, pairs_to_matrix(pair_out_.forward(pre), units, devices));
-
-  GdpOutput out;
-  out.log_probs = ad::log_softmax_rows(logits, &problem.allowed());
+  GdpEncoding out;
+  out.unit_proj = ad::add(pair_unit_.forward(z), pair_position_.forward(Tensor::leaf(std::move(position))));
+  out.device_proj = pair_device_.forward(device);  // [U, p], [D, p]
   // The value head reads a detached embedding: its squared error is orders of magnitude larger than
   // the policy's gradients early on and would otherwise dominate Adam's scaling of the shared encoder.
   out.value = value_.forward(ad::detach(graph));
@@ -255,152 +246,74 @@ GdpOutput GdpNetwork::forward(const Problem& problem) const {
   return out;
 }
 
-// ------------------------------------------------------------------------------------------------
-// Learner
-// ------------------------------------------------------------------------------------------------
-
-GdpLearner::GdpLearner(const GdpOptions& options, uint64_t seed)
-    : options_(options),
-      rng_(seed),
-      network_(options_, rng_),
-      adam_(nn::tensors_of(network_.params()), adam_options(options_)) {}
-
-const std::vector<int32_t>& GdpLearner::warm_target(const rl::Task& task) {
-  if (auto it = warm_targets_.find(task.problem); it != warm_targets_.end()) return it->second;
-  const Problem& problem = *task.problem;
-  const std::vector<std::string> names = policy::split_placer_names(options_.warm_start);
-  std::vector<std::vector<int32_t>> candidates;
-  for (const std::string& name : names)
-    candidates.push_back(policy::make_placer(name)->place(policy::PlaceRequest{*task.simulator}).device_of);
-  const rl::Evaluation evaluation = rl::evaluate(task, candidates);
-  const size_t best = static_cast<size_t>(
-      std::max_element(evaluation.reward.begin(), evaluation.reward.end()) - evaluation.reward.begin());
-  std::vector<int32_t> choice(static_cast<size_t>(problem.num_units()));
-  for (int32_t u = 0; u < problem.num_units(); ++u) {
-    const int32_t d = candidates[best][static_cast<size_t>(problem.units().ops(u)[0])];
-    if (!problem.allowed()(u, d)) {
-      throw Error(fmt::format("gdp warm start: placer \"{}\" put unit {} on device {}, which it may not use",
-                              names[best], u, d));
+Tensor GdpNetwork::head_logits(const Tensor& unit_rows, const Tensor& device_proj,
+                               const autodiff::MatrixF& pair_features) const {
+  // score(r, d) = w^T relu(P_r + Q_d + C pair_rd + b) + c over all rows x devices, plus a bilinear term.
+  const Index rows = unit_rows.rows(), devices = device_proj.rows();
+  std::vector<int32_t> row_of_pair, device_of_pair;
+  row_of_pair.reserve(static_cast<size_t>(rows * devices));
+  device_of_pair.reserve(static_cast<size_t>(rows * devices));
+  for (Index r = 0; r < rows; ++r)
+    for (Index d = 0; d < devices; ++d) {
+      row_of_pair.push_back(static_cast<int32_t>(r));
+      device_of_pair.push_back(static_cast<int32_t>(d));
     }
-    choice[static_cast<size_t>(u)] = d;
-  }
-  return warm_targets_.emplace(task.problem, std::move(choice)).first->second;
+  const Tensor features = Tensor::leaf(pair_features);
+  const Tensor pre = ad::relu(ad::add(ad::add(ad::gather_rows(unit_rows, std::move(row_of_pair)),
+                                              ad::gather_rows(device_proj, std::move(device_of_pair))),
+                                      pair_features_.forward(features)));
+  // Plus a bilinear unit-device term (GDP's per-device output weights, made from device embeddings),
+  // which lets units with similar embeddings share a device without the pair MLP learning it.
+  const float scale = 1.f / std::sqrt(static_cast<float>(options_.head_hidden));
+  const Tensor bilinear = ad::mul_scalar(ad::matmul_nt(unit_rows, device_proj), scale);  // [rows, D]
+  Tensor logits = ad::add(bilinear, pairs_to_matrix(pair_out_.forward(pre), rows, devices));
+  if (schedule_) logits = ad::add(logits, pairs_to_matrix(pair_skip_.forward(features), rows, devices));
+  return logits;
 }
 
-rl::StepStats GdpLearner::imitation_step(const rl::Task& task) {
-  const std::vector<int32_t>& target = warm_target(task);
-  const GdpOutput out = network_.forward(*task.problem);
-  // Mean negative log-likelihood of the target's unit choices.
-  const Tensor loss = rl::reinforce_loss(ad::select_per_row(out.log_probs, target),
-                                         std::vector<double>(target.size(), 1.0));
-  rl::StepStats stats;
-  stats.loss = loss.item();
-  stats.entropy = rl::entropy(out.log_probs).item();
-  ad::backward(loss);
-  nn::clip_grad_norm(adam_.params(), options_.max_grad_norm);
-  adam_.step();
-  adam_.zero_grad();
-  // Logged like rollouts: the policy's greedy placement (before this step's update) and the target.
-  const std::vector<std::vector<int32_t>> placements{
-      task.problem->expand(rl::argmax_rows(out.log_probs.value(), &task.problem->allowed())),
-      task.problem->expand(target)};
-  rl::record_rollouts(rl::evaluate(task, placements), placements, stats);
-  return stats;
+GdpOutput GdpNetwork::forward(const Problem& problem) const {
+  if (schedule_) throw Error("gdp: forward() is the single-shot decoder's pass; this network decodes in the schedule");
+  const GdpEncoding encoding = encode(problem);
+  GdpOutput out;
+  out.log_probs = ad::log_softmax_rows(head_logits(encoding.unit_proj, encoding.device_proj, problem.pair_x()),
+                                       &problem.allowed());
+  out.value = encoding.value;
+  out.graph_embedding = encoding.graph_embedding;
+  return out;
 }
 
-rl::StepStats GdpLearner::train_step(const rl::Task& task, int64_t step) {
-  if (step < options_.warm_steps) return imitation_step(task);
-  const Problem& problem = *task.problem;
-  const auto units = static_cast<size_t>(problem.num_units());
-  const auto k_rollouts = static_cast<size_t>(options_.rollouts);
+Tensor GdpNetwork::decision_log_probs(const GdpEncoding& encoding, const Decisions& decisions) const {
+  if (!schedule_) throw Error("gdp: decision_log_probs() needs the schedule decoder");
+  const Tensor rows = ad::gather_rows(encoding.unit_proj, decisions.unit);
+  return ad::log_softmax_rows(head_logits(rows, encoding.device_proj, decisions.features), &decisions.allowed);
+}
 
-  // Sample K placements from the current policy (one thread, the learner's rng), then simulate them.
-  GdpOutput out = network_.forward(problem);
-  std::vector<std::vector<int32_t>> choices(k_rollouts), placements(k_rollouts);
-  std::vector<double> logp_old;
-  logp_old.reserve(k_rollouts * units);
-  for (size_t k = 0; k < k_rollouts; ++k) {
-    rl::Sampled sampled = rl::sample_rows(out.log_probs.value(), &problem.allowed(), rng_);
-    logp_old.insert(logp_old.end(), sampled.logp.begin(), sampled.logp.end());
-    placements[k] = problem.expand(sampled.choice);
-    choices[k] = std::move(sampled.choice);
-  }
-  const rl::Evaluation evaluation = rl::evaluate(task, placements);
-
-  // Advantages: reward minus the value head's prediction, normalised over the batch; every unit
-  // decision of a rollout shares its rollout's advantage (per-unit PPO ratios).
-  const double mean_reward = std::accumulate(evaluation.reward.begin(), evaluation.reward.end(), 0.0) /
-                             static_cast<double>(k_rollouts);
-  const double predicted = out.value.item();
-  std::vector<double> centred(k_rollouts);
-  for (size_t k = 0; k < k_rollouts; ++k) centred[k] = evaluation.reward[k] - predicted;
-  const std::vector<double> rollout_advantage = rl::normalize(centred);
-  std::vector<double> advantage;
-  advantage.reserve(k_rollouts * units);
-  for (size_t k = 0; k < k_rollouts; ++k) advantage.insert(advantage.end(), units, rollout_advantage[k]);
-
-  rl::StepStats stats;
-  for (int64_t epoch = 0; epoch < options_.ppo_epochs; ++epoch) {
-    if (epoch > 0) out = network_.forward(problem);
-    std::vector<Tensor> picked;
-    picked.reserve(k_rollouts);
-    for (size_t k = 0; k < k_rollouts; ++k) picked.push_back(ad::select_per_row(out.log_probs, choices[k]));
-    const Tensor logp_new = picked.size() == 1 ? picked[0] : ad::concat_rows(picked);
-    const Tensor entropy = rl::entropy(out.log_probs);
-    const Tensor value_error = ad::square(ad::add_scalar(out.value, static_cast<float>(-mean_reward)));
-    const Tensor loss = ad::add(ad::sub(rl::ppo_loss(logp_new, logp_old, advantage, options_.clip),
-                                        ad::mul_scalar(entropy, static_cast<float>(options_.entropy))),
-                                ad::mul_scalar(value_error, static_cast<float>(options_.value_coef)));
-    if (epoch == 0) {
-      stats.loss = loss.item();
-      stats.entropy = entropy.item();
+DecisionScorer GdpNetwork::scorer(const GdpEncoding& encoding) const {
+  if (!schedule_) throw Error("gdp: scorer() needs the schedule decoder");
+  // head_logits() for one row, in plain Eigen: the decode calls it once per unit.
+  using Row = Eigen::Matrix<float, 1, Eigen::Dynamic>;
+  const autodiff::MatrixF &unit = encoding.unit_proj.value(), &device = encoding.device_proj.value();
+  const autodiff::MatrixF &features_w = pair_features_.weight().value(), &skip_w = pair_skip_.weight().value();
+  const autodiff::MatrixF& out_w = pair_out_.weight().value();
+  const float out_b = pair_out_.bias().value()(0, 0);
+  const float scale = 1.f / std::sqrt(static_cast<float>(options_.head_hidden));
+  return [&unit, &device, &features_w, &skip_w, &out_w, out_b, scale](int32_t u, std::span<const float> features,
+                                                                         std::span<float> logits) {
+    const Eigen::Map<const autodiff::MatrixF> f(features.data(), static_cast<Index>(logits.size()), kDecisionFeatures);
+    const Row p = unit.row(u);
+    for (Index d = 0; d < static_cast<Index>(logits.size()); ++d) {
+      const Row pre = (p + device.row(d) + f.row(d) * features_w).cwiseMax(0.f);
+      logits[static_cast<size_t>(d)] = scale * p.dot(device.row(d)) + (pre * out_w)(0, 0) + out_b +
+                                       (f.row(d) * skip_w)(0, 0);
     }
-    ad::backward(loss);
-    nn::clip_grad_norm(adam_.params(), options_.max_grad_norm);
-    adam_.step();
-    adam_.zero_grad();
-  }
-
-  rl::record_rollouts(evaluation, placements, stats);
-  return stats;
-}
-
-std::vector<int32_t> GdpLearner::place(const rl::Task& task) {
-  const autodiff::NoGradGuard no_grad;
-  const GdpOutput out = network_.forward(*task.problem);
-  return task.problem->expand(rl::argmax_rows(out.log_probs.value(), &task.problem->allowed()));
-}
-
-nlohmann::json GdpLearner::state() const {
-  return {{"params", nn::parameters_to_json(network_.params())},
-          {"optimizer", rl::optimizer_state(adam_)},
-          {"rng", rl::rng_state(rng_)}};
-}
-
-void GdpLearner::load_state(const nlohmann::json& state) {
-  const io::JsonNode root(state, "gdp learner state");
-  root.expect_object();
-  root.check_fields({"params", "optimizer", "rng"});
-  const std::string rng_text = root.at("rng").as_string();
-  std::mt19937_64 rng;
-  rl::load_rng_state(rng, rng_text, "gdp learner state: rng");  // validates before anything changes
-  // Moments are shaped like the parameters, so they can be checked before any parameter changes.
-  nn::Adam adam(nn::tensors_of(network_.params()), adam_options(options_));
-  if (root.has("optimizer")) rl::load_optimizer_state(adam, root.at("optimizer").value());
-  nn::parameters_from_json(root.at("params").value(), "gdp learner state: params", network_.params());
-  adam_ = std::move(adam);
-  rng_ = rng;
-}
-
-std::unique_ptr<rl::Learner> make_gdp_learner(const nlohmann::json& options, uint64_t seed) {
-  return std::make_unique<GdpLearner>(gdp_options_from_json(options), seed);
+  };
 }
 
 const nlohmann::json& pretrained_gdp_checkpoint() {
   static const nlohmann::json checkpoint = [] {
     const std::string_view text = pretrained_gdp_text();
     if (text.empty()) {
-      throw Error("no pre-trained GDP checkpoint was embedded at build time: run bench/pretrain_gdp.sh, which writes "
+      throw Error("no pre-trained GDP checkpoint was embedded at build time: run bench/pretrain_gdp.py, which writes "
                   "policy/learned/pretrained/gdp.json, and rebuild");
     }
     return io::parse_json(text, "embedded policy/learned/pretrained/gdp.json");

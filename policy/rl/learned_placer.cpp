@@ -30,6 +30,7 @@ struct LearnedOptions {
   bool pretrained = true;  // gdp without a checkpoint: start from the embedded pre-trained policy
   int64_t steps = -1;  // -1: the default for the starting point
   double minutes = 0;
+  int64_t simulations = 0;  // > 0: stop training once it has run this many simulations (equal-budget comparisons)
   bool curve = false;  // report the best cost after every training step in the info (learning curves)
   rl::RewardOptions reward;
   nlohmann::json policy = nlohmann::json::object();
@@ -54,6 +55,9 @@ LearnedOptions read_options(const std::string& name, const nlohmann::json& optio
       if (out.steps < 0) root.at(key).fail("must be >= 0");
     } else if (key == "minutes") {
       out.minutes = root.at(key).as_amount();
+    } else if (key == "simulations") {
+      out.simulations = root.at(key).as_int();
+      if (out.simulations < 1) root.at(key).fail("must be >= 1");
     } else if (key == "curve") {
       out.curve = flag(key, value);
     } else if (key == "reward") {
@@ -66,7 +70,7 @@ LearnedOptions read_options(const std::string& name, const nlohmann::json& optio
   const nlohmann::json learner_keys = rl::make_learner(name, nlohmann::json::object(), 0)->options();
   for (const auto& [key, value] : out.policy.items()) {
     if (learner_keys.contains(key)) continue;
-    std::string known = "checkpoint, steps, minutes, curve, reward";
+    std::string known = "checkpoint, steps, minutes, simulations, curve, reward";
     if (name == "gdp") known += ", pretrained";
     for (const auto& [k, v] : learner_keys.items()) known += ", " + k;
     root.fail(fmt::format("unknown field \"{}\" (known fields: {})", key, known));
@@ -114,8 +118,8 @@ class LearnedPlacer : public policy::Placer {
     if (!learner) learner = rl::make_learner(name_, options.policy, request.seed);
     int64_t steps = options.steps;
     if (steps < 0) {
-      if (options.minutes > 0) {
-        steps = std::numeric_limits<int64_t>::max();  // the time limit decides
+      if (options.minutes > 0 || options.simulations > 0) {
+        steps = std::numeric_limits<int64_t>::max();  // the time or simulation limit decides
       } else {
         steps = start == "scratch" ? default_steps(name_) : 0;  // a checkpoint places zero-shot
       }
@@ -126,7 +130,9 @@ class LearnedPlacer : public policy::Placer {
     const rl::Task task = rl::make_task(fmt::format("{} on {}", request.graph().name(), request.cluster().name()),
                                         simulator, options.reward);
     rl::TrainSummary summary;
-    std::vector<double> curve;
+    std::vector<double> curve, curve_wall;
+    std::vector<int64_t> curve_simulations;
+    int64_t simulations = 0;
     if (steps > 0) {
       rl::TrainOptions train;
       train.steps = steps;
@@ -134,8 +140,13 @@ class LearnedPlacer : public policy::Placer {
       train.seed = request.seed;
       const auto on_step = [&](const rl::LogEntry& entry) {
         request.check_interrupt();
-        if (options.curve) curve.push_back(entry.best_cost_s);
-        return true;
+        simulations = entry.simulations;
+        if (options.curve) {
+          curve.push_back(entry.best_cost_s);
+          curve_simulations.push_back(entry.simulations);
+          curve_wall.push_back(entry.wall_s);
+        }
+        return options.simulations == 0 || entry.simulations < options.simulations;
       };
       summary = rl::train(*learner, {task}, train, on_step, [&request](std::string_view status) { request.report(status); });
     }
@@ -153,6 +164,7 @@ class LearnedPlacer : public policy::Placer {
     result.info = {{"policy", name_},
                    {"start", start},
                    {"steps", summary.steps},
+                   {"simulations", simulations},
                    {"train_wall_s", summary.wall_s},
                    {"chosen", pick == 0 ? "policy" : "best_rollout"},
                    {"cost_s", evaluation.cost_s[pick]},
@@ -165,6 +177,8 @@ class LearnedPlacer : public policy::Placer {
       nlohmann::json best = nlohmann::json::array();
       for (double c : curve) best.push_back(std::isfinite(c) ? nlohmann::json(c) : nlohmann::json(nullptr));
       result.info["curve_best_cost_s"] = std::move(best);
+      result.info["curve_simulations"] = curve_simulations;
+      result.info["curve_wall_s"] = curve_wall;
     }
     return result;
   }

@@ -11,7 +11,8 @@ namespace placelab::rl {
 
 const std::vector<LearnerInfo>& learners() {
   static const std::vector<LearnerInfo> table = {
-      {"gdp", "GraphSAGE + segment-recurrent attention, single shot, PPO (Zhou et al.)", learned::make_gdp_learner},
+      {"gdp", "GraphSAGE + segment-recurrent attention, schedule-aware decoding, PPO + self-imitation (Zhou et al.)",
+       learned::make_gdp_learner},
       {"hdp", "feed-forward grouper + attentional LSTM placer over groups, REINFORCE (Mirhoseini et al. 2018)",
        learned::make_hdp_learner},
       {"placeto", "MDP of per-unit moves, GNN with placement features, REINFORCE (Addanki et al. 2019)",

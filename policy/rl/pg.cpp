@@ -33,9 +33,41 @@ void check_rows(const char* op, const MatrixF& logits, const Mask* allowed) {
   }
 }
 
-bool keeps(const Mask* allowed, Eigen::Index r, Eigen::Index c) { return allowed == nullptr || (*allowed)(r, c); }
-
 }  // namespace
+
+Draw sample_row(std::span<const float> logits, const bool* keep, std::mt19937_64& rng) {
+  const auto kept = [&](size_t c) { return keep == nullptr || keep[c]; };
+  double top = -std::numeric_limits<double>::infinity();
+  for (size_t c = 0; c < logits.size(); ++c)
+    if (kept(c)) top = std::max(top, static_cast<double>(logits[c]));
+  double total = 0;
+  for (size_t c = 0; c < logits.size(); ++c)
+    if (kept(c)) total += std::exp(static_cast<double>(logits[c]) - top);
+  // One draw per row whatever the mask, so the stream of draws does not depend on the masks.
+  const double u = autodiff::uniform01(rng) * total;
+  int32_t pick = -1;
+  double cumulative = 0;
+  for (size_t c = 0; c < logits.size(); ++c) {
+    if (!kept(c)) continue;
+    const double weight = std::exp(static_cast<double>(logits[c]) - top);
+    if (weight == 0) continue;
+    pick = static_cast<int32_t>(c);  // the last allowed column absorbs rounding at the top end
+    cumulative += weight;
+    if (u < cumulative) break;
+  }
+  return {pick, static_cast<double>(logits[static_cast<size_t>(pick)]) - top - std::log(total)};
+}
+
+Draw argmax_row(std::span<const float> logits, const bool* keep) {
+  int32_t best = -1;
+  double top = -std::numeric_limits<double>::infinity(), total = 0;
+  for (size_t c = 0; c < logits.size(); ++c)
+    if ((keep == nullptr || keep[c]) && (best < 0 || logits[c] > logits[static_cast<size_t>(best)]))
+      best = static_cast<int32_t>(c), top = logits[c];
+  for (size_t c = 0; c < logits.size(); ++c)
+    if (keep == nullptr || keep[c]) total += std::exp(static_cast<double>(logits[c]) - top);
+  return {best, -std::log(total)};
+}
 
 Sampled sample_rows(const MatrixF& logits, const Mask* allowed, std::mt19937_64& rng) {
   check_rows("sample_rows", logits, allowed);
@@ -43,43 +75,22 @@ Sampled sample_rows(const MatrixF& logits, const Mask* allowed, std::mt19937_64&
   Sampled out;
   out.choice.resize(static_cast<size_t>(rows));
   out.logp.resize(static_cast<size_t>(rows));
-  std::vector<double> weight(static_cast<size_t>(cols));
   for (Eigen::Index r = 0; r < rows; ++r) {
-    double top = -std::numeric_limits<double>::infinity();
-    for (Eigen::Index c = 0; c < cols; ++c) {
-      if (keeps(allowed, r, c)) top = std::max(top, static_cast<double>(logits(r, c)));
-    }
-    double total = 0;
-    for (Eigen::Index c = 0; c < cols; ++c) {
-      weight[c] = keeps(allowed, r, c) ? std::exp(static_cast<double>(logits(r, c)) - top) : 0;
-      total += weight[c];
-    }
-    // One draw per row whatever the mask, so the stream of draws does not depend on the masks.
-    const double u = autodiff::uniform01(rng) * total;
-    Eigen::Index pick = -1;
-    double cumulative = 0;
-    for (Eigen::Index c = 0; c < cols; ++c) {
-      if (weight[c] == 0) continue;
-      pick = c;  // the last allowed column absorbs rounding at the top end
-      cumulative += weight[c];
-      if (u < cumulative) break;
-    }
-    out.choice[r] = static_cast<int32_t>(pick);
-    out.logp[r] = static_cast<double>(logits(r, pick)) - top - std::log(total);
+    const Draw draw = sample_row({logits.data() + r * cols, static_cast<size_t>(cols)},
+                                 allowed == nullptr ? nullptr : allowed->data() + r * cols, rng);
+    out.choice[r] = draw.choice;
+    out.logp[r] = draw.logp;
   }
   return out;
 }
 
 std::vector<int32_t> argmax_rows(const MatrixF& logits, const Mask* allowed) {
   check_rows("argmax_rows", logits, allowed);
+  const Eigen::Index cols = logits.cols();
   std::vector<int32_t> out(static_cast<size_t>(logits.rows()));
-  for (Eigen::Index r = 0; r < logits.rows(); ++r) {
-    Eigen::Index best = -1;
-    for (Eigen::Index c = 0; c < logits.cols(); ++c) {
-      if (keeps(allowed, r, c) && (best < 0 || logits(r, c) > logits(r, best))) best = c;
-    }
-    out[r] = static_cast<int32_t>(best);
-  }
+  for (Eigen::Index r = 0; r < logits.rows(); ++r)
+    out[r] = argmax_row({logits.data() + r * cols, static_cast<size_t>(cols)},
+                        allowed == nullptr ? nullptr : allowed->data() + r * cols).choice;
   return out;
 }
 

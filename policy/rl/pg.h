@@ -27,6 +27,19 @@ struct Sampled {
   std::vector<double> logp;     // log-probability of each choice
 };
 
+/** One categorical choice with its log-probability. */
+struct Draw {
+  int32_t choice;
+  double logp;
+};
+/**
+ * One draw from the categorical of `logits` over the entries `keep` allows (keep may be null: all; some
+ * entry must be allowed), by inverse CDF on one uniform from `rng`: sample_rows' draw for one row.
+ */
+Draw sample_row(std::span<const float> logits, const bool* keep, std::mt19937_64& rng);
+/** The most likely allowed entry (ties: lowest index) with its log-probability. */
+Draw argmax_row(std::span<const float> logits, const bool* keep);
+
 /**
  * One categorical sample per row of `logits` [R, C] (entries where `allowed` is false never drawn;
  * allowed may be null). Uses rl's own inverse-CDF draw, so results are the same on every platform.

@@ -54,6 +54,9 @@ struct OptionalPath {
 struct OptionalCallable {
   static constexpr auto name = py::detail::const_name("Callable | None");
 };
+struct Str {  // names: checked so that a lone surrogate is a ValueError naming the argument
+  static constexpr auto name = py::detail::const_name("str");
+};
 }  // namespace shown
 using IntArg = Checked<shown::Int>;
 using IntsArg = Checked<shown::Ints>;
@@ -62,6 +65,7 @@ using DictArg = Checked<shown::OptionalDict>;
 using DictOrPathArg = Checked<shown::OptionalDictOrPath>;
 using PathArg = Checked<shown::OptionalPath>;
 using CallableArg = Checked<shown::OptionalCallable>;
+using TextArg = Checked<shown::Str>;
 
 void init_graphs(py::module_& m);
 void init_sim(py::module_& m);
@@ -115,6 +119,8 @@ const py::object& dict_arg(const DictArg& arg, const std::string& what);
 
 /** obj (a str) as UTF-8; a string that is not valid Unicode is a ValueError naming `what`. */
 std::string text_arg(const py::handle& obj, const std::string& what);
+/** The same for a str argument; anything but a str is a TypeError naming `what`. */
+std::string text_arg(const TextArg& arg, const std::string& what);
 
 /** An (N, cols) integer array as N rows of int32; throws Error naming `what` for anything else. */
 std::vector<std::vector<int32_t>> to_int32_rows(const py::handle& obj, int64_t cols, const std::string& what);

@@ -144,6 +144,13 @@ std::string text_arg(const py::handle& obj, const std::string& what) {
   }
 }
 
+std::string text_arg(const TextArg& arg, const std::string& what) {
+  if (!py::isinstance<py::str>(arg.obj))
+    throw py::type_error(fmt::format("{} must be a str, got {}", what,
+                                     py::str(py::type::handle_of(arg.obj).attr("__name__")).cast<std::string>()));
+  return text_arg(arg.obj, what);
+}
+
 py::object from_json(const nlohmann::json& value) {
   return py::module_::import("json").attr("loads")(value.dump());
 }

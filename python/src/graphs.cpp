@@ -100,16 +100,19 @@ void init_graphs(py::module_& m) {
         for (graphs::OpId op = 0; op < g.num_ops(); ++op) v.push_back(g.pinned_kind(op));
         return v;
       }, "Device kind each op is pinned to ('' when any kind may run it).")
-      .def("find_op", [](const Graph& g, const std::string& name) {
+      .def("find_op", [](const Graph& g, const TextArg& name_arg) {
+        const std::string name = text_arg(name_arg, "name");
         graphs::OpId op = g.find_op(name);
         if (op < 0) throw Error(fmt::format("graph {} has no op named \"{}\"", g.name(), name));
         return op;
       }, py::arg("name"), "Id of the op called `name`; ValueError when there is none.")
-      .def("successors", [](const Graph& g, int64_t op) {
+      .def("successors", [](const Graph& g, const IntArg& op_arg) {
+        const auto op = int_arg<int64_t>(op_arg, "op");
         check_op(g, op);
         return to_numpy(g.successors(static_cast<graphs::OpId>(op)));
       }, py::arg("op"), "Ids of the ops that consume `op`'s output.")
-      .def("predecessors", [](const Graph& g, int64_t op) {
+      .def("predecessors", [](const Graph& g, const IntArg& op_arg) {
+        const auto op = int_arg<int64_t>(op_arg, "op");
         check_op(g, op);
         return to_numpy(g.predecessors(static_cast<graphs::OpId>(op)));
       }, py::arg("op"), "Ids of the ops `op` depends on.")
@@ -151,16 +154,17 @@ void init_graphs(py::module_& m) {
     }
     return out;
   }, "The model zoo: a list of {name, summary, params: {param: (default, help)}}.");
-  m.def("make_model", [](const std::string& name, const std::map<std::string, double>& params) {
+  m.def("make_model", [](const TextArg& name, const std::map<std::string, double>& params) {
     graphs::zoo::Params p(params.begin(), params.end());
-    return graphs::zoo::make_model(name, p);
+    return graphs::zoo::make_model(text_arg(name, "name"), p);
   }, py::arg("name"), py::arg("params") = std::map<std::string, double>{},
         "Builds a zoo model's forward graph; `params` maps parameter names to numbers.");
   m.def("read_graph", [](const Path& path) { return graphs::read_graph(path); }, py::arg("path"),
         "Reads a placelab.graph JSON file, or the graph of an msr-dnn-partitioning instance file (read_msr).");
   m.def("write_graph", [](const Graph& g, const Path& path) { graphs::write_graph(g, path); },
         py::arg("graph"), py::arg("path"), "Writes a graph to a placelab.graph JSON file.");
-  m.def("graph_from_dict", [](const py::dict& doc, const std::string& origin) {
+  m.def("graph_from_dict", [](const py::dict& doc, const TextArg& origin_arg) {
+    const std::string origin = text_arg(origin_arg, "origin");
     return graphs::graph_from_json(to_json(doc, origin), origin);
   }, py::arg("doc"), py::arg("origin") = "graph dict", "Builds a graph from a placelab.graph document (a dict).");
   m.def("graph_to_dict", [](const Graph& g) { return py::dict(from_json(graphs::graph_to_json(g))); }, py::arg("graph"),
@@ -194,7 +198,8 @@ void init_graphs(py::module_& m) {
       .def_readonly("max_cpus", &graphs::MsrInstance::max_cpus, "maxCPUs: CPUs allowed.")
       .def_readonly("accelerator_memory_bytes", &graphs::MsrInstance::accelerator_memory_bytes,
                     "maxSizePerFPGA: memory of each accelerator.")
-      .def("op_of_msr_id", [](const graphs::MsrInstance& i, int64_t id) {
+      .def("op_of_msr_id", [](const graphs::MsrInstance& i, const IntArg& id_arg) {
+        const auto id = int_arg<int64_t>(id_arg, "id");
         graphs::OpId op = i.op_of_msr_id(id);
         if (op < 0) throw Error(fmt::format("msr instance {} has no node with id {}", i.graph.name(), id));
         return op;
@@ -233,7 +238,8 @@ void init_graphs(py::module_& m) {
           return graphs::group_by_size(g, int_arg<int32_t>(max_groups, "max_groups"));
         },
         py::arg("graph"), py::arg("max_groups"), "At most max_groups groups contiguous in topological order.");
-  m.def("contract_labels", [](const Graph& g, const IntsArg& labels, const std::string& name) {
+  m.def("contract_labels", [](const Graph& g, const IntsArg& labels, const TextArg& name_arg) {
+    const std::string name = text_arg(name_arg, "name");
     const std::vector<int32_t> v32 = to_int32_vector(labels.obj, "labels");  // integers only, as placements
     if (v32.size() != static_cast<size_t>(g.num_ops())) {
       throw Error(fmt::format("labels has {} entries; give one per op ({})", v32.size(), g.num_ops()));

@@ -129,8 +129,9 @@ void init_policy(py::module_& m) {
   m.def("fast_placers", [] { return policy::fast_placers(); },
         "The placers that finish in seconds on zoo graphs: compare()'s default rows, as on the command line.");
 
-  m.def("place", [](const sim::Simulator& s, const std::string& name, const DictArg& options_arg,
+  m.def("place", [](const sim::Simulator& s, const TextArg& name_arg, const DictArg& options_arg,
                     const IntArg& seed_arg, const CallableArg& progress) {
+    const std::string name = text_arg(name_arg, "placer name");
     const py::object& options = dict_arg(options_arg, "options");
     const auto seed = int_arg<uint64_t>(seed_arg, "seed");
     auto report = gil_callback<void, std::string_view>(progress.obj, "progress callback");  // checked first
@@ -163,10 +164,11 @@ void init_policy(py::module_& m) {
     return out;
   }, "Every learned policy as (name, summary): what train() takes.");
 
-  m.def("train", [](const std::string& policy, const py::list& tasks, const IntArg& steps_arg, double minutes,
+  m.def("train", [](const TextArg& policy_arg, const py::list& tasks, const IntArg& steps_arg, double minutes,
                     const PathArg& checkpoint_arg, const IntArg& checkpoint_every_arg, bool resume,
                     const IntArg& seed_arg, const DictArg& options_arg, const DictArg& reward_arg,
                     const CallableArg& on_step, const CallableArg& progress) {
+    const std::string policy = text_arg(policy_arg, "policy");
     const py::object &checkpoint = checkpoint_arg.obj, &options = dict_arg(options_arg, "options"),
                      &reward = dict_arg(reward_arg, "reward");
     const auto seed = int_arg<uint64_t>(seed_arg, "seed");

@@ -199,7 +199,8 @@ void init_sim(py::module_& m) {
         return v;
       }, "Link names, indexed by link.")
       .def_property_readonly("kinds", &Cluster::kinds, "Distinct device kinds in first-seen order.")
-      .def("find_device", [](const Cluster& c, const std::string& name) {
+      .def("find_device", [](const Cluster& c, const TextArg& name_arg) {
+        const std::string name = text_arg(name_arg, "name");
         int32_t d = c.find_device(name);
         if (d < 0) throw Error(fmt::format("cluster {} has no device named \"{}\"", c.name(), name));
         return d;
@@ -214,7 +215,8 @@ void init_sim(py::module_& m) {
         }
         return v;
       }, py::arg("src"), py::arg("dst"), "Names of the links a transfer from src to dst crosses.")
-      .def("transfer_time_s", [](const Cluster& c, int64_t src, int64_t dst, double bytes) {
+      .def("transfer_time_s", [](const Cluster& c, const IntArg& src_arg, const IntArg& dst_arg, double bytes) {
+        const auto src = int_arg<int64_t>(src_arg, "src device"), dst = int_arg<int64_t>(dst_arg, "dst device");
         check_device(c, src);
         check_device(c, dst);
         if (!(bytes >= 0)) throw Error(fmt::format("bytes must be a number >= 0, got {}", bytes));
@@ -237,7 +239,7 @@ void init_sim(py::module_& m) {
     }
     return out;
   }, "Preset families: a list of {family, sizes, summary}.");
-  m.def("make_preset", [](const std::string& name) { return sim::make_preset(name); }, py::arg("name"),
+  m.def("make_preset", [](const TextArg& name) { return sim::make_preset(text_arg(name, "name")); }, py::arg("name"),
         "The preset cluster called `name`.");
   m.def("load_cluster", [](const Path& spec) { return sim::load_cluster(spec); }, py::arg("spec"),
         "A cluster from a placelab.cluster file path or a preset name.");
@@ -245,7 +247,8 @@ void init_sim(py::module_& m) {
         "Reads a placelab.cluster JSON file, or the machine of an msr-dnn-partitioning instance file (msr_cluster).");
   m.def("write_cluster", [](const Cluster& c, const Path& path) { sim::write_cluster(c, path); },
         py::arg("cluster"), py::arg("path"), "Writes a cluster to a placelab.cluster JSON file.");
-  m.def("cluster_from_dict", [](const py::dict& doc, const std::string& origin) {
+  m.def("cluster_from_dict", [](const py::dict& doc, const TextArg& origin_arg) {
+    const std::string origin = text_arg(origin_arg, "origin");
     return sim::cluster_from_json(to_json(doc, origin), origin);
   }, py::arg("doc"), py::arg("origin") = "cluster dict", "Builds a cluster from a placelab.cluster document (a dict).");
 
@@ -376,7 +379,8 @@ void init_sim(py::module_& m) {
            "Simulates and records the schedule: {'result': simulate()'s dict, 'ops': {op, device, start_s, end_s}, "
            "'transfers': {op, src, dst, start_s, end_s, bytes}, 'memory': {device, time_s, bytes}: bytes held after "
            "each memory change, in the engine's order} (numpy arrays, in the order decided).")
-      .def("write_trace", [](const Simulator& s, const IntsArg& p, const Path& path, const std::string& format) {
+      .def("write_trace", [](const Simulator& s, const IntsArg& p, const Path& path, const TextArg& format_arg) {
+        const std::string format = text_arg(format_arg, "format");
         auto device_of = placement_arg(s, p);
         if (format != "chrome" && format != "text") {
           throw Error(fmt::format("unknown trace format \"{}\" (use \"chrome\" or \"text\")", format));

@@ -72,15 +72,16 @@ TEST_CASE("learned::GdpLearner: the warm start imitates the cheapest heuristic, 
   }
   CHECK(best_s == Approx(cheapest_s));  // the target is the cheapest heuristic's placement
   CHECK(last_loss < 0.5 * first_loss);  // cross-entropy towards it fell
-  const std::vector<int32_t> greedy = learner->place(task);
-  int agree = 0;
-  for (graphs::OpId op = 0; op < task.graph->num_ops(); ++op) agree += greedy[op] == cheapest[op];
-  INFO("greedy placement agrees with the target on " << agree << " of " << task.graph->num_ops() << " ops");
-  CHECK(agree >= 0.7 * task.graph->num_ops());  // a uniform policy agrees on a quarter
+  // The policy now places about as well as the target (equal GPUs make many placements equivalent, so the
+  // cost is compared, not the devices), where random placements are far worse.
+  const double placed_s = step_time_s(task, learner->place(task)), random_s = mean_random_step_s(task, 32);
+  INFO("placed " << placed_s << " s, target " << cheapest_s << " s, random " << random_s << " s");
+  CHECK(placed_s <= 1.05 * cheapest_s);
+  CHECK(cheapest_s < 0.8 * random_s);
   // PPO from there samples placements much closer to the target than to random ones.
   const rl::StepStats ppo = learner->train_step(task, 15);
   CHECK(ppo.rollouts == 12);
-  CHECK(ppo.cost_mean_s < 0.5 * (cheapest_s + mean_random_step_s(task, 32)));
+  CHECK(ppo.cost_mean_s < 0.5 * (cheapest_s + random_s));
 }
 
 TEST_CASE("learned::GdpNetwork: shapes, masked probabilities, pinned units never sampled off their kind",
@@ -91,6 +92,7 @@ TEST_CASE("learned::GdpNetwork: shapes, masked probabilities, pinned units never
   for (const std::string aggregator : {"mean", "max_pool"}) {
     for (const bool superposition : {true, false}) {
       nlohmann::json options = small_options();
+      options["decoder"] = "single_shot";
       options["aggregator"] = aggregator;
       options["superposition"] = superposition;
       std::mt19937_64 rng(5);
@@ -127,6 +129,54 @@ TEST_CASE("learned::GdpNetwork: shapes, masked probabilities, pinned units never
   check_valid(task, learner->place(task));
   CHECK(stats.rollouts == 12);
   CHECK(std::isfinite(stats.loss));
+}
+
+TEST_CASE("learned::GdpNetwork: the schedule decoder's masked distributions, on the tape and in the decode",
+          "[policy][gdp]") {
+  const rl::Task task = task_of(with_pins(graphs::expand_training(tiny_dag(3)), "cpu"), "cpu-gpu-2");
+  const learned::Problem& problem = *task.problem;
+  std::mt19937_64 rng(5);
+  const learned::GdpNetwork net(learned::gdp_options_from_json(small_options()), rng);
+  CHECK_THROWS_WITH(net.forward(problem), Catch::Contains("schedule"));
+  const learned::GdpEncoding encoding = net.encode(problem);
+  const learned::ScheduleDecoder decoder(problem);
+  std::mt19937_64 draw(9);
+  const learned::Decisions sampled = decoder.decode(net.scorer(encoding), learned::DecodeMode::sample, &draw);
+  check_valid(task, problem.expand(sampled.unit_device));
+  REQUIRE(sampled.rows() > 0);
+  const autodiff::Tensor log_probs = net.decision_log_probs(encoding, sampled);
+  REQUIRE(log_probs.rows() == sampled.rows());
+  REQUIRE(log_probs.cols() == 3);
+  for (int64_t r = 0; r < sampled.rows(); ++r) {
+    double total = 0;
+    for (int32_t d = 0; d < 3; ++d) {
+      if (sampled.allowed(r, d)) total += std::exp(log_probs.value()(r, d));
+      else CHECK(log_probs.value()(r, d) == 0.f);
+    }
+    CHECK(total == Approx(1.0).epsilon(1e-5));
+    CHECK(sampled.allowed(r, sampled.choice[r]));
+    // The decode's one-row scorer and the batched tape agree on the probability of what was drawn.
+    CHECK(log_probs.value()(r, sampled.choice[r]) == Approx(sampled.logp[r]).margin(1e-4));
+  }
+}
+
+TEST_CASE("learned::GdpLearner: RL improves on the warm start of a small graph", "[policy][gdp]") {
+  // The start is the best of METIS, m-ETF and HEFT; 30 PPO steps with self-imitation and windows find better
+  // (about 25% faster at seeds 5 and 6).
+  const rl::Task task = task_of(graphs::expand_training(graphs::zoo::make_model(
+                                    "rnnlm", {{"layers", 2}, {"steps", 4}, {"hidden", 512}, {"batch", 32}})),
+                                "v100-nvlink-4");
+  nlohmann::json options = small_options();
+  options["lr"] = 0.01;
+  options["warm_steps"] = 10;
+  auto learner = learned::make_gdp_learner(options, 5);
+  double warm_best_s = std::numeric_limits<double>::infinity(), rl_best_s = warm_best_s;
+  for (int64_t step = 0; step < 40; ++step) {
+    const rl::StepStats stats = learner->train_step(task, step);
+    (step < 10 ? warm_best_s : rl_best_s) = std::min(step < 10 ? warm_best_s : rl_best_s, stats.best_cost_s);
+  }
+  INFO("best after the warm start " << warm_best_s << " s, after RL " << rl_best_s << " s");
+  CHECK(rl_best_s < 0.9 * warm_best_s);
 }
 
 TEST_CASE("learned::GdpLearner: same seed, same training and placements", "[policy][gdp]") {

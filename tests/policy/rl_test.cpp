@@ -530,10 +530,7 @@ TEST_CASE("rl::train: a run that diverges stops with an error and keeps its last
   // It used to train on NaN to the end and write a checkpoint (NaN as null) that nothing could read back.
   const rl::Task task = dag_task(12, "v100-nvlink-2");
   TempDir dir("diverging");
-  rl::TrainOptions options;
-  options.steps = 10;
-  options.checkpoint_every = 1;
-  options.checkpoint_dir = dir.str();
+  rl::TrainOptions options{.steps = 10, .checkpoint_dir = dir.str(), .checkpoint_every = 1};
   DivergingLearner saving(task, 2);  // its state goes bad in step 2, saved at its end
   CHECK_THAT(error_of([&] { rl::train(saving, {task}, options); }),
              Catch::Contains("the checkpoint of step 3 is not written: learner.baseline.mean is not a finite number") &&

@@ -265,6 +265,24 @@ def test_bad_input_raises_value_error_with_the_message(simulator, call, message)
     assert message in str(e.value)
 
 
+@pytest.mark.parametrize("call, argument", [
+    (lambda s: s.graph.find_op("\ud800"), "name"),
+    (lambda s: placelab.make_model("\ud800"), "name"),
+    (lambda s: placelab.make_preset("\ud800"), "name"),
+    (lambda s: placelab.place(s, "\ud800"), "placer name"),
+    (lambda s: placelab.train("\ud800", [(s.graph, s.cluster)]), "policy"),
+    (lambda s: placelab.graph_from_dict(s.graph.to_dict(), "\ud800"), "origin"),
+    (lambda s: s.cluster.find_device("\ud800"), "name"),
+    (lambda s: s.graph.successors(2**70), "op"),
+    (lambda s: s.graph.predecessors(-2**70), "op"),
+    (lambda s: s.cluster.transfer_time_s(2**70, 1, 1.0), "src device"),
+])
+def test_names_and_integers_out_of_reach_are_value_errors_naming_the_argument(simulator, call, argument):
+    # these took pybind11's multi-line "incompatible function arguments" TypeError
+    with pytest.raises(ValueError, match=f"^{argument} (is |'\\\\ud800' is not valid Unicode)"):
+        call(simulator)
+
+
 def test_wrong_python_types_raise_type_error(simulator):
     with pytest.raises(TypeError):
         placelab.make_model(3)
@@ -280,6 +298,8 @@ def test_wrong_python_types_raise_type_error(simulator):
         simulator.simulate_batch("abc")
     with pytest.raises(TypeError, match="progress callback must be callable, got int"):
         placelab.place(simulator, "random", progress=3)
+    with pytest.raises(TypeError, match="name must be a str, got NoneType"):
+        placelab.make_preset(None)
 
 
 def test_bad_input_never_kills_the_interpreter():

@@ -190,12 +190,12 @@ def test_hdp_simulations_count_rollouts():
 def test_gdp_warm_start_logs_greedy_and_target_and_is_never_worse_than_the_heuristics():
     # gdp "Warm start": steps 0 to warm_steps - 1 are imitation steps; "the step logs two rollouts, the
     # policy's greedy placement and the target, so the run's best placement is never worse than the best
-    # heuristic's" (the target: the warm_start placers' placement of highest reward); PPO steps then
-    # simulate `rollouts` placements.
+    # heuristic's" (the target: the warm_start placers' placement of highest reward; their placements are
+    # simulated once, counted in the first imitation step); PPO steps then simulate `rollouts` placements.
     g, c = small_task()
     sim = pl.Simulator(g, c)
     _, log = run("gdp", [(g, c)], 3, seed=1, options=dict(TINY["gdp"], warm_steps=2, rollouts=3))
-    assert [e["simulations"] for e in log] == [2, 4, 7]
+    assert [e["simulations"] for e in log] == [3 + 2, 3 + 4, 3 + 7]
     heuristics = [sim.simulate(pl.place(sim, n, seed=1)[0]) for n in ("metis", "m_etf", "heft")]
     best = min(r["step_time_s"] for r in heuristics if not r["oom"])
     assert log[0]["best_cost_s"] <= best * (1 + 1e-12)
@@ -215,9 +215,11 @@ def test_placeto_simulation_count():
 
 DEFAULTS = {
     "gdp": {"hidden": 32, "sage_layers": 2, "aggregator": "mean", "segment": 64, "attention_layers": 2, "heads": 2,
-            "ff": 64, "head_hidden": 32, "superposition": True, "rollouts": 12, "ppo_epochs": 3, "clip": 0.2,
-            "entropy": 0.01, "value_coef": 0.5, "lr": 1e-2, "max_grad_norm": 1.0, "warm_steps": 20,
-            "warm_start": "metis,m_etf,heft"},
+            "ff": 64, "head_hidden": 32, "superposition": True, "decoder": "schedule", "rollouts": 12, "ppo_epochs": 3,
+            "clip": 0.2, "entropy": 0.01, "value_coef": 0.5, "lr": 1e-2, "rl_lr": 0, "max_grad_norm": 1.0,
+            "self_imitation": 0.5, "place_samples": 16, "place_temperature": 1.0, "window_share": 0.5,
+            "decisions_per_step": 2048,
+            "warm_steps": 20, "warm_start": "metis,m_etf,heft", "distill_from": 0},
     "placeto": {"hidden": 32, "type_dim": 8, "rounds": 3, "episodes": 4, "embed_every": 0, "lr": 0.01, "gamma": 0.9,
                 "baseline_decay": 0.9, "entropy": 0.05, "grad_clip": 1, "normalize": True, "initial": "random"},
     "hdp": {"groups": 8, "hidden": 64, "rollouts": 8, "lr": 0.003, "entropy": 0.01, "baseline_decay": 0.9,
@@ -278,13 +280,15 @@ def test_documented_feature_widths_appear_in_the_parameters(tmp_path):
     # [unit_x (12), sin/cos for s = 0,1,2 (6), op-type embedding (8)] = 26, and its group embedding
     # 26 + 1 + groups + groups = 43; Placeto's node input 12 + 3 + 2 + 8 + hidden = 57 and its device
     # key hidden + hidden + 7 = 71; HSDAG's coarse node 12 + 8 + 2 + 1 + 6 = 29; GDP's head position
-    # sin/cos for k = 1..4 = 8 and 64 device-index slots.
+    # sin/cos for k = 1..4 = 8, 64 device-index slots, and its schedule decoder's 12 decision features
+    # (head.schedule and its linear path to the logit, head.schedule_skip [12, 1]).
     shapes = {p: learner_input_widths(p, tmp_path) for p in POLICIES}
     firsts = {p: sorted(s[0] for s in shapes[p].values()) for p in POLICIES}
     assert {26, 43, 7} <= set(firsts["hdp"]) and [16, 64] in shapes["hdp"].values()  # 16 device slots
     assert {57, 71, 7} <= set(firsts["placeto"]) and [64, 8] in shapes["placeto"].values()
     assert {29, 7, 3} <= set(firsts["hsdag"]) and [16, 64] in shapes["hsdag"].values()
-    assert {12, 7, 3, 8} <= set(firsts["gdp"]) and [64, 32] in shapes["gdp"].values()
+    assert {12, 7, 8} <= set(firsts["gdp"]) and [64, 32] in shapes["gdp"].values()
+    assert shapes["gdp"]["head.schedule.weight"] == [12, 32] and shapes["gdp"]["head.schedule_skip.weight"] == [12, 1]
 
 
 def test_checkpoint_every_and_steps_zero(tmp_path):
@@ -500,12 +504,16 @@ def test_placer_curve_and_choice():
 
 def test_pretrained_gdp_zero_shot():
     # "placelab place with no --placer runs the pre-trained GDP zero-shot"; steps default "0 from ... the
-    # pre-trained GDP"; its place() "is the greedy argmax per unit", so the seed does not matter at 0 steps.
+    # pre-trained GDP"; its place() is "the greedy decode and place_samples (16) decodes sampled from the
+    # policy, the best by the task's reward": never worse than the greedy decode alone, which does not depend
+    # on the seed.
     g, c = small_task()
     sim = pl.Simulator(g, c)
     a, info = pl.place(sim, "gdp", {}, seed=1)
-    b, _ = pl.place(sim, "gdp", {}, seed=2)
-    assert np.array_equal(a, b)
+    assert np.array_equal(a, pl.place(sim, "gdp", {}, seed=1)[0])
+    greedy, _ = pl.place(sim, "gdp", {"place_samples": 0}, seed=1)
+    assert np.array_equal(greedy, pl.place(sim, "gdp", {"place_samples": 0}, seed=2)[0])
+    assert sim.simulate(a)["step_time_s"] <= sim.simulate(greedy)["step_time_s"] * (1 + 1e-12)
     sim.check_placement(a)
     # "info reports where it started, steps, training wall time, the choice and its cost against the reference"
     assert info["start"] == "pretrained" and info["steps"] == 0, info
@@ -520,11 +528,12 @@ def test_pretrained_gdp_zero_shot():
 
 def test_placing_from_a_checkpoint_with_zero_steps_is_the_trained_policy(tmp_path):
     # `"checkpoint"` starts from a trained run, "steps ... 0 from a checkpoint", so placing is the
-    # trained policy's own answer, the same for any seed (gdp's place() is greedy)
+    # trained policy's own answer; its greedy decode alone (place_samples 0) is the same for any seed
     run("gdp", [small_task()], 2, seed=1, checkpoint=tmp_path / "run", options=TINY["gdp"])
     sim = pl.Simulator(*small_task())
-    a, _ = pl.place(sim, "gdp", {"checkpoint": str(tmp_path / "run")}, seed=1)
-    b, _ = pl.place(sim, "gdp", {"checkpoint": str(tmp_path / "run" / "checkpoint.json"), "steps": 0}, seed=9)
+    a, _ = pl.place(sim, "gdp", {"checkpoint": str(tmp_path / "run"), "place_samples": 0}, seed=1)
+    b, _ = pl.place(sim, "gdp", {"checkpoint": str(tmp_path / "run" / "checkpoint.json"), "steps": 0,
+                                 "place_samples": 0}, seed=9)
     assert np.array_equal(a, b)
 
 

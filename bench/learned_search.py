@@ -1,0 +1,117 @@
+#!/usr/bin/python3
+"""Learned search against simulated annealing at equal budgets of simulations: GDP's window search (trained on the
+graph from scratch, and from the pre-trained policy) and annealing from the best of six heuristics, on the GDP suite
+at 2, 4 and 8 GPUs; step time, wall time and learning curves (best so far against simulations and wall time)."""
+
+from __future__ import annotations
+
+import math
+
+import paper_gdp
+import paperlib
+from paperlib import fmt_s, placelab
+
+BUDGETS = "1000,10000"
+QUICK_MODELS = ["rnnlm:layers=2,steps=4,training=1"]
+# Simulations the learned placer spends after training: its greedy decode and the best rollout, compared once
+# more (rl::evaluate), and the 16 samples of place(), which fine-tuning also runs. Kept out of its budget.
+PLACE_SIMULATIONS = 20
+ANNEALING_STARTS = 6  # the heuristics annealing starts from, each simulated once
+
+
+def rows(budget: int) -> list[tuple[str, str, dict]]:
+    return [("annealing", "annealing", {"steps": budget - ANNEALING_STARTS, "curve": True}),
+            ("GDP search (scratch)", "gdp", {"pretrained": False, "simulations": budget - PLACE_SIMULATIONS,
+                                             "curve": True}),
+            ("GDP search (pre-trained)", "gdp", {"simulations": budget - PLACE_SIMULATIONS, "curve": True})]
+
+
+def curve_points(result: dict) -> tuple[list, list, list]:
+    """(simulations, wall seconds, best cost) after each step of a learned placer or move of annealing."""
+    info = result["info"]
+    best = info.get("curve_best_cost_s", [])
+    wall = info.get("curve_wall_s", [])
+    sims = info.get("curve_simulations") or [ANNEALING_STARTS + k + 1 for k in range(len(best))]
+    return sims, wall, best
+
+
+def plot(report: paperlib.Report, curves: dict) -> None:
+    """One row of panels per configuration: best so far against simulations, and against wall time."""
+    if not curves:
+        return
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(curves), 2, figsize=(9, 2.8 * len(curves)), squeeze=False)
+    for row, (title, lines) in zip(axes, curves.items()):
+        for column, r in lines.items():
+            sims, wall, best = curve_points(r)
+            ys = [b if b is not None else float("nan") for b in best]
+            row[0].plot(sims, ys, label=column)
+            row[1].plot(wall, ys, label=column)
+        for ax, xlabel in zip(row, ("simulations", "wall time (s)")):
+            ax.set_title(title, fontsize=8)
+            ax.set_xscale("log")
+            ax.set_xlabel(xlabel, fontsize=7)
+            ax.set_ylabel("best step time (s)", fontsize=7)
+            ax.tick_params(labelsize=7)
+            ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(report.plot_path("curves"), dpi=110)
+    plt.close(fig)
+
+
+def main(argv=None) -> str:
+    def extra(parser):
+        parser.add_argument("--models", help="comma-separated subset of the GDP suite's models (default all)")
+        parser.add_argument("--gpus", default="2,4,8", help="GPU counts (default 2,4,8)")
+        parser.add_argument("--budgets", default=BUDGETS, help=f"simulation budgets (default {BUDGETS})")
+        parser.add_argument("--curves", default="4", help="GPU counts whose learning curves are plotted (default 4)")
+        parser.add_argument("--name", default="learned_search", help="results file stem (default learned_search)")
+
+    args = paperlib.parse_args(__doc__.splitlines()[0], argv, extra)
+    report = paperlib.Report(args.name, "Learned search against annealing at equal simulation budgets", args)
+    budgets = [60] if args.quick else [int(b) for b in args.budgets.split(",")]
+    models = QUICK_MODELS if args.quick else paperlib.select_models(
+        args.models, paper_gdp.SUITE, lambda m: {m.split(":")[0], m.replace(",training=1", "")})
+    gpus = [2] if args.quick else [int(g) for g in args.gpus.split(",")]
+    table, ratios, curves = [], {b: {c: [] for c, _, _ in rows(b)[1:]} for b in budgets}, {}
+    for model in models:
+        g = paperlib.graph(model)
+        for n in gpus:
+            sim = placelab.Simulator(g, placelab.make_preset(paper_gdp.CLUSTER.format(n)))
+            for budget in budgets:
+                results = paperlib.run_placers(sim, rows(budget), args.seed)
+                row = {"model": model, "GPUs": n, "budget": budget}
+                for column, r in results.items():
+                    used = r["info"].get("simulations", "-")
+                    row[column] = (f"{fmt_s(r['step_time_s'])}{' (OOM)' if r['oom'] else ''}, "
+                                   f"{fmt_s(r['place_s'])}, {used} sims")
+                    if column != "annealing" and not r["oom"] and not results["annealing"]["oom"]:
+                        ratios[budget][column].append((r["step_time_s"], results["annealing"]["step_time_s"]))
+                table.append(row)
+                if str(n) in args.curves.split(",") and budget == max(budgets):
+                    curves[f"{model} on {n} GPUs, {budget} simulations"] = results
+    columns = [c for c, _, _ in rows(budgets[0])]
+    report.intro = [
+        f"Each placer gets the same number of simulations of the `{paper_gdp.CLUSTER.format('N')}` presets' "
+        "simulator: annealing its six starting heuristics plus budget - 6 incremental moves (a move re-simulates "
+        "from the moved ops' inputs, at about the cost of a full run); GDP stops training once it has used budget - "
+        f"{PLACE_SIMULATIONS} simulations, then places (its greedy decode and 16 samples). GDP's search is its "
+        "schedule-aware policy re-placing windows of the best placement found so far and sampling anew, the policy "
+        "updated by PPO and imitation of the best (docs/learned.md, gdp). Cells: step time, wall time of the "
+        "whole placement, simulations used. Ratios are geometric means of GDP's step time over annealing's where "
+        "both fit in memory (negative: GDP faster)."]
+    for budget in budgets:
+        for column, pairs in ratios[budget].items():
+            r = paperlib.geomean_ratio(pairs)
+            report.claim(f"{column} against annealing at {budget} simulations", "ahead (target)",
+                         "-" if r != r else f"{100 * (r - 1):+.1f}% ({len(pairs)} configurations)")
+    report.table("Step time, wall time and simulations", ["model", "GPUs", "budget"] + columns, table)
+    plot(report, curves)
+    return report.write()
+
+
+if __name__ == "__main__":
+    print(main())
