@@ -5,7 +5,8 @@ at 2, 4 and 8 GPUs; step time, wall time and learning curves (best so far agains
 
 from __future__ import annotations
 
-import math
+import os
+import re
 
 import paper_gdp
 import paperlib
@@ -19,7 +20,7 @@ PLACE_SIMULATIONS = 20
 ANNEALING_STARTS = 6  # the heuristics annealing starts from, each simulated once
 
 
-def rows(budget: int) -> list[tuple[str, str, dict]]:
+def rows_spec(budget: int) -> list[tuple[str, str, dict]]:
     return [("annealing", "annealing", {"steps": budget - ANNEALING_STARTS, "curve": True}),
             ("GDP search (scratch)", "gdp", {"pretrained": False, "simulations": budget - PLACE_SIMULATIONS,
                                              "curve": True}),
@@ -62,6 +63,45 @@ def plot(report: paperlib.Report, curves: dict) -> None:
     plt.close(fig)
 
 
+def summarize(folder: str) -> str:
+    """Geometric means over every learned_search_*_0.csv in `folder` (per-model runs), written to summary.md."""
+    import csv
+    import glob
+    import gdp_suite_summary
+
+    rows = []
+    for path in sorted(glob.glob(os.path.join(folder, "learned_search_*_0.csv"))):
+        with open(path, newline="") as f:
+            rows += list(csv.DictReader(f))
+    if not rows:
+        raise SystemExit(f"learned_search: no learned_search_*_0.csv in {folder}")
+    lines = [f"Aggregated by `bench/learned_search.py --summarize` over {len(rows)} (model, GPUs, budget) rows of "
+             f"{len({r['model'] for r in rows})} models: geometric mean of GDP's step time over annealing's at the "
+             "same budget, where both fit in memory (negative: GDP faster), and of the wall times.", "",
+             "| comparison | budget | configurations | step time | wall time |", "| --- | ---: | ---: | ---: | ---: |"]
+    wall = re.compile(r",\s*([\d.eE+-]+\s*m?s),")
+    for budget in sorted({int(r["budget"]) for r in rows}):
+        for column in [c for c, _, _ in rows_spec(budget)][1:]:
+            times, walls = [], []
+            for r in rows:
+                a, b = gdp_suite_summary.parse_time(r.get(column, "")), gdp_suite_summary.parse_time(r["annealing"])
+                if int(r["budget"]) != budget or not a or not b or a[1] or b[1]:
+                    continue
+                times.append(a[0] / b[0])
+                wa, wb = wall.search(r[column]), wall.search(r["annealing"])
+                if wa and wb:
+                    walls.append(gdp_suite_summary.parse_time(wa.group(1))[0] /
+                                 max(gdp_suite_summary.parse_time(wb.group(1))[0], 1e-9))
+            g = gdp_suite_summary.geomean(times)
+            lines.append(f"| {column} against annealing | {budget} | {len(times)} | "
+                         f"{'-' if g != g else f'{100 * (g - 1):+.1f}%'} | "
+                         f"{'-' if not walls else f'{gdp_suite_summary.geomean(walls):.0f}x'} |")
+    text = "\n".join(lines) + "\n"
+    with open(os.path.join(folder, "summary.md"), "w") as f:
+        f.write(text)
+    return os.path.join(folder, "summary.md")
+
+
 def main(argv=None) -> str:
     def extra(parser):
         parser.add_argument("--models", help="comma-separated subset of the GDP suite's models (default all)")
@@ -69,20 +109,23 @@ def main(argv=None) -> str:
         parser.add_argument("--budgets", default=BUDGETS, help=f"simulation budgets (default {BUDGETS})")
         parser.add_argument("--curves", default="4", help="GPU counts whose learning curves are plotted (default 4)")
         parser.add_argument("--name", default="learned_search", help="results file stem (default learned_search)")
+        parser.add_argument("--summarize", metavar="DIR", help="only aggregate the per-model runs in DIR")
 
     args = paperlib.parse_args(__doc__.splitlines()[0], argv, extra)
+    if args.summarize:
+        return summarize(args.summarize)
     report = paperlib.Report(args.name, "Learned search against annealing at equal simulation budgets", args)
     budgets = [60] if args.quick else [int(b) for b in args.budgets.split(",")]
     models = QUICK_MODELS if args.quick else paperlib.select_models(
         args.models, paper_gdp.SUITE, lambda m: {m.split(":")[0], m.replace(",training=1", "")})
     gpus = [2] if args.quick else [int(g) for g in args.gpus.split(",")]
-    table, ratios, curves = [], {b: {c: [] for c, _, _ in rows(b)[1:]} for b in budgets}, {}
+    table, ratios, curves = [], {b: {c: [] for c, _, _ in rows_spec(b)[1:]} for b in budgets}, {}
     for model in models:
         g = paperlib.graph(model)
         for n in gpus:
             sim = placelab.Simulator(g, placelab.make_preset(paper_gdp.CLUSTER.format(n)))
             for budget in budgets:
-                results = paperlib.run_placers(sim, rows(budget), args.seed)
+                results = paperlib.run_placers(sim, rows_spec(budget), args.seed)
                 row = {"model": model, "GPUs": n, "budget": budget}
                 for column, r in results.items():
                     used = r["info"].get("simulations", "-")
@@ -93,7 +136,7 @@ def main(argv=None) -> str:
                 table.append(row)
                 if str(n) in args.curves.split(",") and budget == max(budgets):
                     curves[f"{model} on {n} GPUs, {budget} simulations"] = results
-    columns = [c for c, _, _ in rows(budgets[0])]
+    columns = [c for c, _, _ in rows_spec(budgets[0])]
     report.intro = [
         f"Each placer gets the same number of simulations of the `{paper_gdp.CLUSTER.format('N')}` presets' "
         "simulator: annealing its six starting heuristics plus budget - 6 incremental moves (a move re-simulates "

@@ -84,6 +84,42 @@ def export(checkpoint_dir: str, out: str, suite_path: str, command: str) -> dict
     return doc
 
 
+def throughput(checkpoint_dir: str, warm_steps: int, distill_from: int) -> list[dict]:
+    """Per stage of the run in `checkpoint_dir` (its log.jsonl): steps, wall seconds, steps and simulations per second."""
+    with open(os.path.join(checkpoint_dir, "log.jsonl")) as f:
+        log = [json.loads(line) for line in f]
+    bounds = [("imitation", 0, warm_steps), ("PPO", warm_steps, distill_from or len(log)),
+              ("distillation", distill_from or len(log), len(log))]
+    rows = []
+    for name, begin, end in bounds:
+        end = min(end, len(log))
+        if end <= begin:
+            continue
+        wall = log[end - 1]["wall_s"] - (log[begin - 1]["wall_s"] if begin else 0)
+        sims = log[end - 1]["simulations"] - (log[begin - 1]["simulations"] if begin else 0)
+        rows.append({"stage": name, "steps": end - begin, "wall_s": wall, "steps_per_s": (end - begin) / wall,
+                     "simulations_per_s": sims / wall})
+    return rows
+
+
+def write_report(checkpoint_dir: str, doc: dict, path: str) -> None:
+    """bench/results/pretrain_gdp.md: what the exported checkpoint is, and the run's throughput per stage."""
+    with open(os.path.join(checkpoint_dir, "checkpoint.json")) as f:
+        options = json.load(f)["options"]
+    rows = throughput(checkpoint_dir, options["warm_steps"], options["distill_from"])
+    lines = ["# Pre-training GDP", "",
+             f"`{doc['trainer']['made_by']}` (commit {paperlib.git_commit()}, {paperlib.machine()}; exported "
+             f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC): {doc['step']} steps on "
+             f"{doc['trainer']['tasks']} tasks (`{doc['trainer']['suite']}`), {doc['trainer']['wall_s'] / 3600:.2f} h "
+             f"of training, {doc['trainer']['simulations']} simulations. The policy is judged zero-shot on the "
+             "held-out set in `gdp_zero_shot.md`.", "",
+             "| stage | steps | wall | steps/s | simulations/s |", "| --- | ---: | ---: | ---: | ---: |"]
+    lines += [f"| {r['stage']} | {r['steps']} | {r['wall_s']:.0f} s | {r['steps_per_s']:.1f} | "
+              f"{r['simulations_per_s']:.0f} |" for r in rows]
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoint", help="the run's folder: checkpoint.json and log.jsonl (default "
@@ -133,6 +169,8 @@ def main(argv=None) -> int:
     command = " ".join(["bench/pretrain_gdp.py"] + [a for a in (argv if argv is not None else sys.argv[1:])
                                                    if a not in ("--export-only",)])
     doc = export(args.checkpoint, args.out, args.suite, command)
+    if not args.quick and os.path.abspath(args.out) == OUT:  # the committed file: record how it was made
+        write_report(args.checkpoint, doc, os.path.join(paperlib.RESULTS, "pretrain_gdp.md"))
     print(f"pretrain_gdp: step {doc['step']} exported to {args.out} ({os.path.getsize(args.out)} bytes, "
           f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC)", file=sys.stderr)
     return 0

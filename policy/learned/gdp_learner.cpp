@@ -37,8 +37,10 @@ Decisions at_most(const Decisions& decisions, int64_t cap, std::mt19937_64& rng,
   if (cap <= 0 || rows <= cap) return decisions;
   std::vector<int32_t> index(static_cast<size_t>(rows));
   std::iota(index.begin(), index.end(), 0);
-  for (int64_t i = 0; i < cap; ++i)  // partial Fisher-Yates
-    std::swap(index[static_cast<size_t>(i)], index[static_cast<size_t>(i + static_cast<int64_t>(rng() % static_cast<uint64_t>(rows - i)))]);
+  for (int64_t i = 0; i < cap; ++i) {  // partial Fisher-Yates
+    const auto j = i + static_cast<int64_t>(rng() % static_cast<uint64_t>(rows - i));
+    std::swap(index[static_cast<size_t>(i)], index[static_cast<size_t>(j)]);
+  }
   index.resize(static_cast<size_t>(cap));
   std::sort(index.begin(), index.end());
   if (per_row != nullptr) {

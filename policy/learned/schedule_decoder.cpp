@@ -58,9 +58,9 @@ Decisions ScheduleDecoder::decode(const DecisionScorer& scorer, DecodeMode mode,
   if (mode == DecodeMode::follow && follow.size() != static_cast<size_t>(n)) {
     throw Error(fmt::format("schedule decoder: the placement to follow has {} units, the problem {}", follow.size(), n));
   }
-  if (rng == nullptr && (mode == DecodeMode::sample ||
-                         (mode == DecodeMode::follow && std::any_of(follow.begin(), follow.end(), [](int32_t d) { return d < 0; }))))
-    throw Error("schedule decoder: sampling needs a random generator");
+  const bool draws = mode == DecodeMode::sample ||
+                     (mode == DecodeMode::follow && std::any_of(follow.begin(), follow.end(), [](int32_t d) { return d < 0; }));
+  if (draws && rng == nullptr) throw Error("schedule decoder: sampling needs a random generator");
   constexpr int F = kDecisionFeatures;
   const auto D = static_cast<size_t>(devices);
   Decisions out;
