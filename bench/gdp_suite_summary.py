@@ -43,12 +43,16 @@ def parse_convergence(cell: str) -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
-def read_rows(folder: str, suffix: str) -> list[dict]:
-    rows = []
-    for path in sorted(glob.glob(os.path.join(folder, f"gdp_*_{suffix}.csv"))):
+def read_rows(folder: str, suffix: str, stem: str = "gdp", key=("model", "GPUs")) -> list[dict]:
+    """The rows of every <stem>_*_<suffix>.csv in `folder`, merged by `key`: a later file (in name order) fills
+    or replaces the cells it has, so a run of some columns only (paper_gdp.py --placers, --name
+    gdp_<model>_<what>) updates those columns and keeps the others."""
+    rows: dict[tuple, dict] = {}
+    for path in sorted(glob.glob(os.path.join(folder, f"{stem}_*_{suffix}.csv"))):
         with open(path, newline="") as f:
-            rows += list(csv.DictReader(f))
-    return rows
+            for row in csv.DictReader(f):
+                rows.setdefault(tuple(row[k] for k in key), {}).update({k: v for k, v in row.items() if v})
+    return list(rows.values())
 
 
 def geomean(ratios: list[float]) -> float:
@@ -80,9 +84,10 @@ def summary(folder: str) -> str:
     both = [(parse_convergence(r.get("HDP", "")), parse_convergence(r.get("GDP-one", ""))) for r in searches]
     both = [(h, g) for h, g in both if h is not None and g is not None]
     # Every step counted from the first, GDP's warm start included; see paper_gdp.py.
-    lines += ["", f"Convergence, HDP's over GDP-one's (geometric mean over {len(both)} configurations; paper: 15x): "
-              f"training steps to within 1% of the final best {geomean([h[0] / g[0] for h, g in both]):.2f}x, "
-              f"simulations {geomean([h[1] / g[1] for h, g in both]):.2f}x."]
+    if both:
+        lines += ["", f"Convergence, HDP's over GDP-one's (geometric mean over {len(both)} configurations; paper: 15x): "
+                  f"training steps to within 1% of the final best {geomean([h[0] / g[0] for h, g in both]):.2f}x, "
+                  f"simulations {geomean([h[1] / g[1] for h, g in both]):.2f}x."]
     return "\n".join(lines) + "\n"
 
 

@@ -64,38 +64,41 @@ def plot(report: paperlib.Report, curves: dict) -> None:
 
 
 def summarize(folder: str) -> str:
-    """Geometric means over every learned_search_*_0.csv in `folder` (per-model runs), written to summary.md."""
-    import csv
-    import glob
+    """Geometric means over every learned_search_*_0.csv in `folder` (per-model runs, merged by configuration as
+    gdp_suite_summary.read_rows does), written to summary.md."""
     import gdp_suite_summary
 
-    rows = []
-    for path in sorted(glob.glob(os.path.join(folder, "learned_search_*_0.csv"))):
-        with open(path, newline="") as f:
-            rows += list(csv.DictReader(f))
+    rows = gdp_suite_summary.read_rows(folder, "0", "learned_search", ("model", "GPUs", "budget"))
     if not rows:
         raise SystemExit(f"learned_search: no learned_search_*_0.csv in {folder}")
     lines = [f"Aggregated by `bench/learned_search.py --summarize` over {len(rows)} (model, GPUs, budget) rows of "
-             f"{len({r['model'] for r in rows})} models: geometric mean of GDP's step time over annealing's at the "
-             "same budget, where both fit in memory (negative: GDP faster), and of the wall times.", "",
+             f"{len({r['model'] for r in rows})} models: geometric mean of GDP's step time over annealing's, where "
+             "both fit in memory (negative: GDP faster), and of the wall times. Budgets in simulations: GDP's, then "
+             "annealing's where it got more (a comparison nearer equal wall time, annealing being far cheaper per "
+             "simulation).", "",
              "| comparison | budget | configurations | step time | wall time |", "| --- | ---: | ---: | ---: | ---: |"]
+    by_key = {(r["model"], r["GPUs"], int(r["budget"])): r for r in rows}
+    budgets = sorted({key[2] for key in by_key})
     wall = re.compile(r",\s*([\d.eE+-]+\s*m?s),")
-    for budget in sorted({int(r["budget"]) for r in rows}):
-        for column in [c for c, _, _ in rows_spec(budget)][1:]:
+    seconds = gdp_suite_summary.parse_time
+    for mine, theirs in [(b, b) for b in budgets] + [(b, c) for b in budgets for c in budgets if c > b]:
+        for column in [c for c, _, _ in rows_spec(mine)][1:]:
             times, walls = [], []
-            for r in rows:
-                a, b = gdp_suite_summary.parse_time(r.get(column, "")), gdp_suite_summary.parse_time(r["annealing"])
-                if int(r["budget"]) != budget or not a or not b or a[1] or b[1]:
+            for (model, gpus, budget), r in by_key.items():
+                other = by_key.get((model, gpus, theirs), {})
+                a, b = seconds(r.get(column, "")), seconds(other.get("annealing", ""))
+                if budget != mine or not a or not b or a[1] or b[1]:
                     continue
                 times.append(a[0] / b[0])
-                wa, wb = wall.search(r[column]), wall.search(r["annealing"])
+                wa, wb = wall.search(r[column]), wall.search(other["annealing"])
                 if wa and wb:
-                    walls.append(gdp_suite_summary.parse_time(wa.group(1))[0] /
-                                 max(gdp_suite_summary.parse_time(wb.group(1))[0], 1e-9))
+                    walls.append(seconds(wa.group(1))[0] / max(seconds(wb.group(1))[0], 1e-9))
+            if not times and mine != theirs:
+                continue
             g = gdp_suite_summary.geomean(times)
-            lines.append(f"| {column} against annealing | {budget} | {len(times)} | "
-                         f"{'-' if g != g else f'{100 * (g - 1):+.1f}%'} | "
-                         f"{'-' if not walls else f'{gdp_suite_summary.geomean(walls):.0f}x'} |")
+            lines.append(f"| {column} against annealing | {mine if mine == theirs else f'{mine} vs {theirs}'} | "
+                         f"{len(times)} | {'-' if g != g else f'{100 * (g - 1):+.1f}%'} | "
+                         f"{'-' if not walls else f'{gdp_suite_summary.geomean(walls):.1f}x'} |")
     text = "\n".join(lines) + "\n"
     with open(os.path.join(folder, "summary.md"), "w") as f:
         f.write(text)
@@ -107,6 +110,8 @@ def main(argv=None) -> str:
         parser.add_argument("--models", help="comma-separated subset of the GDP suite's models (default all)")
         parser.add_argument("--gpus", default="2,4,8", help="GPU counts (default 2,4,8)")
         parser.add_argument("--budgets", default=BUDGETS, help=f"simulation budgets (default {BUDGETS})")
+        parser.add_argument("--placers", help="comma-separated subset of the columns (default all; the summary merges "
+                                              "runs of different columns)")
         parser.add_argument("--curves", default="4", help="GPU counts whose learning curves are plotted (default 4)")
         parser.add_argument("--name", default="learned_search", help="results file stem (default learned_search)")
         parser.add_argument("--summarize", metavar="DIR", help="only aggregate the per-model runs in DIR")
@@ -119,24 +124,30 @@ def main(argv=None) -> str:
     models = QUICK_MODELS if args.quick else paperlib.select_models(
         args.models, paper_gdp.SUITE, lambda m: {m.split(":")[0], m.replace(",training=1", "")})
     gpus = [2] if args.quick else [int(g) for g in args.gpus.split(",")]
-    table, ratios, curves = [], {b: {c: [] for c, _, _ in rows_spec(b)[1:]} for b in budgets}, {}
+    chosen = [c for c, _, _ in rows_spec(0)] if not args.placers else args.placers.split(",")
+    unknown = [c for c in chosen if c not in {c for c, _, _ in rows_spec(0)}]
+    if unknown:
+        raise SystemExit(f"learned_search: unknown column {unknown[0]!r} "
+                         f"(known: {', '.join(c for c, _, _ in rows_spec(0))})")
+    table, ratios, curves = [], {b: {c: [] for c, _, _ in rows_spec(b)[1:] if c in chosen} for b in budgets}, {}
     for model in models:
         g = paperlib.graph(model)
         for n in gpus:
             sim = placelab.Simulator(g, placelab.make_preset(paper_gdp.CLUSTER.format(n)))
             for budget in budgets:
-                results = paperlib.run_placers(sim, rows_spec(budget), args.seed)
+                results = paperlib.run_placers(sim, [r for r in rows_spec(budget) if r[0] in chosen], args.seed)
                 row = {"model": model, "GPUs": n, "budget": budget}
                 for column, r in results.items():
                     used = r["info"].get("simulations", "-")
                     row[column] = (f"{fmt_s(r['step_time_s'])}{' (OOM)' if r['oom'] else ''}, "
                                    f"{fmt_s(r['place_s'])}, {used} sims")
-                    if column != "annealing" and not r["oom"] and not results["annealing"]["oom"]:
+                    if column != "annealing" and "annealing" in results and not r["oom"] and \
+                            not results["annealing"]["oom"]:
                         ratios[budget][column].append((r["step_time_s"], results["annealing"]["step_time_s"]))
                 table.append(row)
                 if str(n) in args.curves.split(",") and budget == max(budgets):
                     curves[f"{model} on {n} GPUs, {budget} simulations"] = results
-    columns = [c for c, _, _ in rows_spec(budgets[0])]
+    columns = [c for c, _, _ in rows_spec(budgets[0]) if c in chosen]
     report.intro = [
         f"Each placer gets the same number of simulations of the `{paper_gdp.CLUSTER.format('N')}` presets' "
         "simulator: annealing its six starting heuristics plus budget - 6 incremental moves (a move re-simulates "
@@ -147,7 +158,7 @@ def main(argv=None) -> str:
         "whole placement, simulations used. Ratios are geometric means of GDP's step time over annealing's where "
         "both fit in memory (negative: GDP faster)."]
     for budget in budgets:
-        for column, pairs in ratios[budget].items():
+        for column, pairs in ratios[budget].items() if "annealing" in chosen else ():
             r = paperlib.geomean_ratio(pairs)
             report.claim(f"{column} against annealing at {budget} simulations", "ahead (target)",
                          "-" if r != r else f"{100 * (r - 1):+.1f}% ({len(pairs)} configurations)")

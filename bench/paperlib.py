@@ -130,6 +130,7 @@ class Report:
 
     def plot_path(self, suffix: str) -> str:
         path = os.path.join(self.args.out, f"{self.name}{'_quick' if self.args.quick else ''}_{suffix}.png")
+        os.makedirs(self.args.out, exist_ok=True)
         self.plots.append(os.path.basename(path))
         return path
 

@@ -33,3 +33,19 @@ def test_a_simulation_budget_stops_training_and_curves_count_simulations():
     _, info = pl.place(sim, "annealing", {"steps": 50, "curve": True}, seed=1)
     assert info["simulations"] == 56 and len(info["curve_best_cost_s"]) == 50
     assert info["curve_best_cost_s"] == sorted(info["curve_best_cost_s"], reverse=True)
+
+
+def test_summaries_merge_runs_of_some_columns_over_earlier_runs(tmp_path):
+    # A run of some columns (paper_gdp.py --placers ... --name gdp_<model>_<what>) replaces those cells and keeps
+    # the others, configuration by configuration.
+    import os
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
+    import gdp_suite_summary
+
+    (tmp_path / "gdp_m_0.csv").write_text("model,GPUs,expert,GDP-one\nm,2,10 ms,12 ms\nm,4,10 ms,11 ms\n")
+    (tmp_path / "gdp_m_search_0.csv").write_text("model,GPUs,GDP-one\nm,4,8 ms\n")
+    rows = {r["GPUs"]: r for r in gdp_suite_summary.read_rows(str(tmp_path), "0")}
+    assert rows["2"] == {"model": "m", "GPUs": "2", "expert": "10 ms", "GDP-one": "12 ms"}
+    assert rows["4"] == {"model": "m", "GPUs": "4", "expert": "10 ms", "GDP-one": "8 ms"}
+    assert "| GDP-one against expert | 2 | 2.0% faster |" in gdp_suite_summary.summary(str(tmp_path))
