@@ -124,11 +124,7 @@ def main(argv=None) -> str:
     models = QUICK_MODELS if args.quick else paperlib.select_models(
         args.models, paper_gdp.SUITE, lambda m: {m.split(":")[0], m.replace(",training=1", "")})
     gpus = [2] if args.quick else [int(g) for g in args.gpus.split(",")]
-    chosen = [c for c, _, _ in rows_spec(0)] if not args.placers else args.placers.split(",")
-    unknown = [c for c in chosen if c not in {c for c, _, _ in rows_spec(0)}]
-    if unknown:
-        raise SystemExit(f"learned_search: unknown column {unknown[0]!r} "
-                         f"(known: {', '.join(c for c, _, _ in rows_spec(0))})")
+    chosen = paperlib.select_columns(args.placers, [c for c, _, _ in rows_spec(0)])
     table, ratios, curves = [], {b: {c: [] for c, _, _ in rows_spec(b)[1:] if c in chosen} for b in budgets}, {}
     for model in models:
         g = paperlib.graph(model)

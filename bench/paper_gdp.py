@@ -47,12 +47,8 @@ def main(argv=None) -> str:
     report = paperlib.Report(args.name, "GDP: the GDP suite on V100s (simulated step time)", args)
     steps = paperlib.training_steps(args, 300)
     spec = rows_spec(args.quick, steps)
-    if args.placers:
-        chosen = args.placers.split(",")
-        unknown = [c for c in chosen if c not in {c for c, _, _ in spec}]
-        if unknown:
-            raise SystemExit(f"paper_gdp: unknown column {unknown[0]!r} (known: {', '.join(c for c, _, _ in spec)})")
-        spec = [row for row in spec if row[0] in chosen]
+    chosen = paperlib.select_columns(args.placers, [c for c, _, _ in spec])
+    spec = [row for row in spec if row[0] in chosen]
     columns = [c for c, _, _ in spec]
     times, search, per_model = [], [], {}
     placeto_left_out = False

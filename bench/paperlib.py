@@ -60,6 +60,17 @@ def select_models(text: str | None, models: list, names=lambda m: {m.split(":")[
     return [m for m in models if names(m) & wanted]
 
 
+def select_columns(text: str | None, columns: list[str]) -> list[str]:
+    """The columns named in the comma-separated --placers `text` (all when None), an unknown one an error."""
+    if text is None:
+        return list(columns)
+    wanted = text.split(",")
+    unknown = [c for c in wanted if c not in columns]
+    if unknown:
+        raise SystemExit(f"--placers: unknown column {unknown[0]!r} (known: {', '.join(columns)})")
+    return wanted
+
+
 def place(simulator, placer: str, options: dict | None = None, seed: int = 1) -> dict:
     """Runs one placer and simulates its placement: step time, max-load, OOM, placement wall time and info."""
     start = time.perf_counter()
