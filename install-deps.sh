@@ -9,6 +9,8 @@ packages=(
   # C++ libraries
   libeigen3-dev libtbb-dev nlohmann-json3-dev catch2 libfmt-dev libcli11-dev libbenchmark-dev
   coinor-libcbc-dev libmetis-dev libscotch-dev
+  # dense products of the autodiff (and, through the libblas.so.3 alternative, of Debian's numpy and torch)
+  libopenblas-dev
   # Python bindings, notebooks and the PyTorch references (Debian's python at /usr/bin/python3)
   python3-dev pybind11-dev python3-numpy python3-pytest python3-matplotlib python3-pandas
   python3-nbclient python3-nbformat python3-ipykernel python3-torch python3-torchvision

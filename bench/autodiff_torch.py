@@ -8,6 +8,7 @@ Usage: autodiff_torch.py --nodes N [--threads T] [--min-time S]; prints one JSON
 import argparse
 import json
 import math
+import os
 import resource
 import time
 
@@ -123,6 +124,13 @@ def segment_keep(n):
     return keep
 
 
+def loaded_blas():
+    """The BLAS this process really runs (Debian's torch reaches it through the libblas.so.3 alternative)."""
+    with open("/proc/self/maps") as f:
+        paths = {line.split()[-1] for line in f if "blas" in line.rsplit("/", 1)[-1]}
+    return ", ".join(sorted(os.path.realpath(p) for p in paths)) or "none found"
+
+
 def current_rss_mb():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * resource.getpagesize() / 2 ** 20
@@ -157,6 +165,7 @@ def main():
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     times, cpu_times = times[1:], cpu_times[1:]  # the first step warms allocator and caches
     print(json.dumps({"framework": "pytorch", "version": torch.__version__, "nodes": n, "threads": args.threads,
+                      "blas": loaded_blas(),
                       "iterations": len(times), "mean_ms": 1e3 * sum(times) / len(times),
                       "min_ms": 1e3 * min(times),
                       "cpu_ms": 1e3 * sum(cpu_times) / len(cpu_times), "peak_rss_mb": peak_mb, "step_peak_mb": peak_mb - baseline_mb,

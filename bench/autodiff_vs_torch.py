@@ -3,7 +3,7 @@
 PyTorch (bench/autodiff_torch.py), one process per framework and size so peak memory is per run, and
 writes bench/results/autodiff.md (time ratio and peak memory, with the command, date and machine).
 
-Usage: bench/autodiff_vs_torch.py --bm BUILD/bench/bm_autodiff [--nodes 1000,10000,50000] [--threads 1]
+Usage: bench/autodiff_vs_torch.py --bm BUILD/bench/bm_autodiff [--nodes 1000,10000,50000] [--threads 1,2]
 """
 import argparse
 import datetime
@@ -28,14 +28,15 @@ def cpu_model():
 
 
 def run_placelab(bm, nodes, threads, min_time):
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-    out = subprocess.run([bm, f"--benchmark_filter=/{nodes}/", f"--benchmark_min_time={min_time}",
-                          "--benchmark_format=json"], check=True, capture_output=True, text=True, env=env).stdout
-    b = json.loads(out)["benchmarks"][0]
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+    out = json.loads(subprocess.run([bm, f"--benchmark_filter=/{nodes}/", f"--benchmark_min_time={min_time}",
+                                     "--benchmark_format=json"], check=True, capture_output=True, text=True,
+                                    env=env).stdout)
+    b = out["benchmarks"][0]
     scale = {"ms": 1.0, "us": 1e-3, "ns": 1e-6, "s": 1e3}[b["time_unit"]]
     return {"mean_ms": b["real_time"] * scale, "cpu_ms": b["cpu_time"] * scale, "iterations": b["iterations"],
             "peak_rss_mb": b["peak_rss_mb"], "step_peak_mb": b["step_peak_mb"], "edges": b["edges"],
-            "params": b["params"]}
+            "params": b["params"], "blas": out["context"].get("blas", "unknown")}
 
 
 def run_torch(nodes, threads, min_time):
@@ -44,6 +45,11 @@ def run_torch(nodes, threads, min_time):
                           str(threads), "--min-time", str(min_time)], check=True, capture_output=True, text=True,
                          env=env).stdout
     return json.loads(out.strip().splitlines()[-1])
+
+
+def step_ms(result, threads):
+    """CPU time per step on one thread (robust to other load); wall time with more (CPU time sums threads)."""
+    return result["cpu_ms"] if threads == 1 else result["mean_ms"]
 
 
 def torch_sgemm_gflops(threads):
@@ -60,29 +66,42 @@ def torch_sgemm_gflops(threads):
     return 10 * 2 * 10000 * 128 * 128 / (time.perf_counter() - start) / 1e9
 
 
+def libblas_alternative():
+    path = "/usr/lib/x86_64-linux-gnu/libblas.so.3"
+    return os.path.realpath(path) if os.path.exists(path) else "none"
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bm", required=True, help="path of the bm_autodiff binary (a Release build)")
     parser.add_argument("--nodes", default="1000,10000,50000")
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--threads", default="1,2", help="thread counts, one table each (default 1,2)")
     parser.add_argument("--min-time", type=float, default=3.0)
     parser.add_argument("--out", default=str(HERE / "results" / "autodiff.md"))
     args = parser.parse_args()
+    for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):  # they slow a current OpenBLAS down
+        os.environ.pop(var, None)
 
-    rows = []
-    for n in [int(v) for v in args.nodes.split(",")]:
-        ours = run_placelab(args.bm, n, args.threads, args.min_time)
-        theirs = run_torch(n, args.threads, args.min_time)
-        rows.append((n, ours, theirs))
-        print(f"{n} nodes: placelab {ours['cpu_ms']:.1f} ms, pytorch {theirs['cpu_ms']:.1f} ms (cpu), "
-              f"ratio {ours['cpu_ms'] / theirs['cpu_ms']:.3f}", file=sys.stderr)
+    tables = []
+    for threads in [int(v) for v in args.threads.split(",")]:
+        rows = []
+        for n in [int(v) for v in args.nodes.split(",")]:
+            ours = run_placelab(args.bm, n, threads, args.min_time)
+            theirs = run_torch(n, threads, args.min_time)
+            rows.append((n, ours, theirs))
+            print(f"{threads} thread(s), {n} nodes: placelab {step_ms(ours, threads):.1f} ms, pytorch "
+                  f"{step_ms(theirs, threads):.1f} ms, ratio {step_ms(ours, threads) / step_ms(theirs, threads):.3f}",
+                  file=sys.stderr)
+        tables.append((threads, rows))
 
     import torch  # only for the version and its build configuration in the report
-    blas = "unknown"
+    blas_info = "unknown"
     for line in torch.__config__.show().splitlines():
         if "BLAS_INFO" in line:
-            blas = line.split("BLAS_INFO=")[1].split(",")[0]
+            blas_info = line.split("BLAS_INFO=")[1].split(",")[0]
+    first = tables[0][1][0]
     command = " ".join(["/usr/bin/python3", "bench/" + pathlib.Path(sys.argv[0]).name] + sys.argv[1:])
+    load = os.getloadavg()
     lines = [
         "# Autodiff: GDP policy forward + backward, placelab vs PyTorch (CPU)",
         "",
@@ -93,40 +112,57 @@ def main():
         "predecessors among the 64 before it), features uniform in [-1, 1); both frameworks build the same",
         "graph from the same splitmix64 streams. One step = forward + backward (+ dropping the gradients).",
         "",
-        f"- date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
-        f"- machine: {cpu_model()}, {os.cpu_count()} logical cores, {platform.system()} {platform.release()}",
-        f"- threads: {args.threads} for both (torch.set_num_threads; placelab's Eigen build is single-threaded)",
-        f"- PyTorch {torch.__version__} (BLAS_INFO={blas}); placelab Release build, default -O3 without -march",
+        f"- date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}, commit "
+        f"{git_commit()}",
+        f"- machine: {cpu_model()}, {os.cpu_count()} logical cores, {platform.system()} {platform.release()}; "
+        f"load average at the end {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}",
+        f"- placelab: Release build (-O3, no -march), dense products by {first[1]['blas']}",
+        f"- PyTorch {torch.__version__} (BLAS_INFO={blas_info}), products by {first[2].get('blas', 'unknown')} "
+        f"(libblas.so.3 alternative: {libblas_alternative()})",
+        "- threads: torch.set_num_threads(T) and OMP_NUM_THREADS=T for PyTorch; OPENBLAS_NUM_THREADS=T for "
+        "placelab (its products; the rest of its step runs on one thread)",
         f"- command: `{command}`",
         "",
-        "| nodes | edges | placelab ms/step | PyTorch ms/step | ratio (placelab / PyTorch) | placelab step peak MB | "
-        "PyTorch step peak MB | placelab peak RSS MB | PyTorch peak RSS MB |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for n, ours, theirs in rows:
-        lines.append(
-            f"| {n} | {int(ours['edges'])} | {ours['cpu_ms']:.1f} | {theirs['cpu_ms']:.1f} | "
-            f"**{ours['cpu_ms'] / theirs['cpu_ms']:.3f}** | {ours['step_peak_mb']:.0f} | {theirs['step_peak_mb']:.0f} | "
-            f"{ours['peak_rss_mb']:.0f} | {theirs['peak_rss_mb']:.0f} |")
+    for threads, rows in tables:
+        what = "CPU time" if threads == 1 else "wall time"
+        lines += [
+            f"## {threads} thread{'s' if threads > 1 else ''} ({what} per step)",
+            "",
+            "| nodes | edges | placelab ms/step | PyTorch ms/step | ratio (placelab / PyTorch) | placelab step peak MB | "
+            "PyTorch step peak MB | placelab peak RSS MB | PyTorch peak RSS MB |",
+            "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for n, ours, theirs in rows:
+            a, b = step_ms(ours, threads), step_ms(theirs, threads)
+            lines.append(
+                f"| {n} | {int(ours['edges'])} | {a:.1f} | {b:.1f} | **{a / b:.3f}** | {ours['step_peak_mb']:.0f} | "
+                f"{theirs['step_peak_mb']:.0f} | {ours['peak_rss_mb']:.0f} | {theirs['peak_rss_mb']:.0f} |")
+        lines.append("")
     lines += [
-        "",
         "Notes:",
-        f"- This PyTorch links Debian's reference (netlib) BLAS: a 10000x128 by 128x128 sgemm runs at "
-        f"{torch_sgemm_gflops(args.threads):.1f} GFLOP/s on one thread here. Matrix products are most of the step in",
-        "  both frameworks (about two thirds of placelab's time is in Eigen's GEMM kernel, by perf), so the",
-        "  ratio mostly measures Eigen's GEMM against reference BLAS; against an MKL or OpenBLAS PyTorch the",
-        "  ratio would be closer to 1 (not measured: none is installed).",
+        f"- PyTorch's sgemm (10000x128 by 128x128, one thread) runs at {torch_sgemm_gflops(1):.1f} GFLOP/s here.",
+        "- Step peak MB = peak resident set during the steps minus the resident set once the model and graph are",
+        "  built, before the first step; peak RSS includes the interpreter and libraries (PyTorch's import alone",
+        "  is ~240 MB). placelab keeps freed step buffers in its heap (glibc malloc thresholds, docs/autodiff.md),",
+        "  so its peak is the step's working set, reached on the first step.",
         "- placelab's attention is one fused op (block_attention) that keeps only the probabilities for the",
         "  backward pass; PyTorch keeps scores, masked scores and probabilities, hence the memory gap.",
-        "",
-        "Times are CPU time per step (process CPU time, robust to other load on a shared machine); wall-clock",
-        "means were " + ", ".join(f"{n}: {o['mean_ms']:.0f} vs {t['mean_ms']:.0f} ms" for n, o, t in rows) + ".",
-        "Step peak MB = peak resident set during the timed steps minus the resident set before them (model and",
-        "graph already built); peak RSS includes the interpreter and libraries (PyTorch's import alone is ~240 MB).",
         "",
     ]
     pathlib.Path(args.out).write_text("\n".join(lines))
     print(f"wrote {args.out}", file=sys.stderr)
+
+
+def git_commit():
+    try:
+        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True,
+                             check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=HERE,
+                               capture_output=True, text=True).stdout.strip()
+        return sha + ("+local changes" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
 
 
 if __name__ == "__main__":

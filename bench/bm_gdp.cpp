@@ -13,10 +13,6 @@
 #include <string>
 #include <vector>
 
-#if defined(__GLIBC__)
-#include <malloc.h>
-#endif
-
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -111,17 +107,9 @@ int main(int argc, char** argv) {
   app.add_option("--layers", layers, "GNMT layers of the speed case (default 8)");
   app.add_option("--repeats", repeats, "Runs of the speed case; the median is reported (default 5)");
   app.add_option("--finetune-steps", finetune_steps, "Fine-tuning steps of the quality case (default 100)");
-  bool no_malloc_tuning = false;
-  app.add_flag("--no-malloc-tuning", no_malloc_tuning, "Keep glibc's default mmap threshold");
   CLI11_PARSE(app, argc, argv);
-#if defined(__GLIBC__)
-  // A forward pass over 26k units allocates and frees tens of MB per op; glibc would mmap and unmap
-  // each such block (page faults on every op). Keep freed memory in the heap instead.
-  if (!no_malloc_tuning) {
-    mallopt(M_MMAP_THRESHOLD, 1 << 30);
-    mallopt(M_TRIM_THRESHOLD, 1 << 30);
-  }
-#endif
+  // Freed step buffers stay in the heap (glibc thresholds set when placelab's autodiff loads; a forward pass
+  // over 26k units allocates and frees MB-sized blocks per op). docs/autodiff.md, "Memory".
   try {
     std::printf("| graph | ops | units | samples | features (s) | place: encode, decode, simulate (s) | total (s) "
                 "| step time (ms) |\n");

@@ -3,13 +3,56 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
+#include <cstring>
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include "graphs/error.h"
+
+#ifdef PLACELAB_OPENBLAS
+extern "C" {
+void openblas_set_num_threads(int threads);
+int openblas_get_num_threads(void);
+char* openblas_get_config(void);
+char* openblas_get_corename(void);
+}
+#endif
 
 namespace placelab::autodiff {
 namespace {
 
 thread_local bool t_grad_enabled = true;
 std::atomic<uint64_t> g_visit_epoch{0};
+
+#if defined(__GLIBC__)
+// A training step allocates and frees buffers of hundreds of KB to MB. With glibc's defaults they are
+// handed back to the kernel and faulted in again on the next step, ~20% of a step; serving blocks up to
+// 32 MB from the heap and keeping up to 256 MB of it free avoids that. A malloc setting in the
+// environment (GLIBC_TUNABLES, MALLOC_*_) wins; docs/autodiff.md says more.
+const bool g_malloc_tuned = [] {
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  if ((tunables != nullptr && std::strstr(tunables, "malloc") != nullptr) ||
+      std::getenv("MALLOC_TRIM_THRESHOLD_") != nullptr || std::getenv("MALLOC_MMAP_THRESHOLD_") != nullptr) {
+    return false;
+  }
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+  return true;
+}();
+#endif
+
+#ifdef PLACELAB_OPENBLAS
+// One thread by default: see set_blas_threads. Runs before main, when this library is linked.
+const bool g_blas_threads_set = [] {
+  if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr && std::getenv("OMP_NUM_THREADS") == nullptr) {
+    openblas_set_num_threads(1);
+  }
+  return true;
+}();
+#endif
 
 // Producers before consumers, over nodes that require a gradient (iterative DFS post-order).
 // Owning pointers: the sweep cuts consumers' input lists, which must not free unvisited nodes.
@@ -134,6 +177,29 @@ int64_t tape_size(const TensorT<T>& root) {
 NoGradGuard::NoGradGuard() : previous_(t_grad_enabled) { t_grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { t_grad_enabled = previous_; }
 bool grad_enabled() { return t_grad_enabled; }
+
+void set_blas_threads(int threads) {
+  if (threads < 1) throw Error(fmt::format("blas threads: {} is not a positive count (use 1 or more)", threads));
+#ifdef PLACELAB_OPENBLAS
+  openblas_set_num_threads(threads);
+#endif
+}
+
+int blas_threads() {
+#ifdef PLACELAB_OPENBLAS
+  return openblas_get_num_threads();
+#else
+  return 1;
+#endif
+}
+
+std::string blas_name() {
+#ifdef PLACELAB_OPENBLAS
+  return fmt::format("openblas ({}; {} kernels)", openblas_get_config(), openblas_get_corename());
+#else
+  return "eigen";
+#endif
+}
 
 #define PLACELAB_INSTANTIATE_TAPE(T)                                                   \
   template struct Node<T>;                                                             \

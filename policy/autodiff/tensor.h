@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <Eigen/Core>
@@ -140,6 +141,17 @@ class NoGradGuard {
 
 /** Whether ops on this thread record a tape. */
 bool grad_enabled();
+
+/**
+ * Threads of one dense product (OpenBLAS's; 1 without it). placelab starts at 1, since its own callers
+ * run products from several threads at once, unless OPENBLAS_NUM_THREADS or OMP_NUM_THREADS is set.
+ * Results are deterministic for a given count; another count may change their last bits.
+ */
+void set_blas_threads(int threads);
+int blas_threads();
+
+/** "openblas 0.3.21 (SkylakeX kernels)" or "eigen": which kernels run the dense products. */
+std::string blas_name();
 
 /**
  * The result of an op: `value`, plus (when grad mode is on and some input requires a gradient)

@@ -2,7 +2,9 @@
 // masks, deep tapes, memory release and error messages.
 #include <catch2/catch.hpp>
 
+#include <cstring>
 #include <memory>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -260,4 +262,36 @@ TEST_CASE("autodiff: no-grad mode and release_tape record nothing", "[policy][au
   backward(y);  // nothing left to reach
   CHECK(w.grad().size() == 0);
   CHECK(error_of([&] { backward(matmul(w, w)); }).find("backward: root from op 'matmul' has shape [3, 3]") == 0);
+}
+
+TEST_CASE("autodiff: products are deterministic for a fixed BLAS thread count", "[policy][autodiff]") {
+  // docs/autodiff.md: the same inputs give the same bits for a given thread count of the products (one by
+  // default); another count may change the last bits (OpenBLAS may then split a long sum). Shapes large
+  // enough for OpenBLAS to thread, a matrix-vector product and a long inner dimension.
+  const int before = blas_threads();
+  auto run = [](int threads) {
+    set_blas_threads(threads);
+    REQUIRE(blas_threads() >= 1);
+    std::vector<MatrixF> out;
+    for (const auto& [m, k, n] : {std::tuple{512, 256, 384}, std::tuple{2000, 128, 1}, std::tuple{64, 3000, 96}}) {
+      const Tensor a = Tensor::leaf(random_matrix(m, k, 11).cast<float>(), true);
+      const Tensor b = Tensor::leaf(random_matrix(k, n, 12).cast<float>(), true);
+      const Tensor y = matmul(a, b);
+      backward(sum(y * y));
+      out.insert(out.end(), {y.value(), a.grad(), b.grad()});
+    }
+    return out;
+  };
+  for (const int threads : {1, 2}) {
+    const std::vector<MatrixF> first = run(threads), second = run(threads);
+    REQUIRE(first.size() == second.size());
+    for (size_t i = 0; i < first.size(); ++i) {
+      INFO(threads << " threads, result " << i);
+      REQUIRE(first[i].size() > 0);
+      CHECK(std::memcmp(first[i].data(), second[i].data(), sizeof(float) * static_cast<size_t>(first[i].size())) == 0);
+    }
+  }
+  set_blas_threads(before);
+  CHECK(error_of([] { set_blas_threads(0); }).find("blas threads: 0 is not a positive count") != std::string::npos);
+  CHECK_FALSE(blas_name().empty());
 }
