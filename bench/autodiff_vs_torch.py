@@ -148,6 +148,8 @@ def main():
         "  so its peak is the step's working set, reached on the first step.",
         "- placelab's attention is one fused op (block_attention) that keeps only the probabilities for the",
         "  backward pass; PyTorch keeps scores, masked scores and probabilities, hence the memory gap.",
+        "- Footnote, superseded: the record of 2026-11-21 gave ratios 0.17-0.20 against a PyTorch on Debian's",
+        "  reference (netlib) BLAS, 6 GFLOP/s sgemm on one thread; that anchor was too weak to mean anything.",
         "",
     ]
     pathlib.Path(args.out).write_text("\n".join(lines))

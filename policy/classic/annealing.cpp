@@ -65,6 +65,7 @@ class AnnealingPlacer final : public Placer {
     int64_t done = 0, accepted = 0, improved = 0;
     // Best cost after each move, as the learned placers report their learning curves (equal-budget plots).
     std::vector<double> curve_best, curve_wall;
+    std::vector<int64_t> curve_simulations;
     for (; done < steps && !movable.empty(); ++done) {
       if (seconds > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() >= seconds) break;
       request.check_interrupt();
@@ -92,6 +93,7 @@ class AnnealingPlacer final : public Placer {
       if (curve) {
         curve_best.push_back(best);
         curve_wall.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        curve_simulations.push_back(static_cast<int64_t>(kStarts.size()) + done + 1);
       }
       if (steps >= 10 && (done + 1) % (steps / 10) == 0)
         request.report(fmt::format("step {} of {}: best {:.6g} s", done + 1, steps, best));
@@ -101,7 +103,8 @@ class AnnealingPlacer final : public Placer {
                            {"simulations", done + static_cast<int64_t>(kStarts.size())}};
     if (curve) {
       info["curve_best_cost_s"] = curve_best;
-      info["curve_wall_s"] = curve_wall;  // the first move's simulation count is the starts' + 1
+      info["curve_wall_s"] = curve_wall;
+      info["curve_simulations"] = curve_simulations;  // the starts' simulations, then one per move
     }
     return {std::move(best_placement), std::move(info)};
   }

@@ -32,6 +32,7 @@ def test_a_simulation_budget_stops_training_and_curves_count_simulations():
     assert sims[-2] < 100 <= sims[-1] == info["simulations"]  # the step that reaches the budget completes
     _, info = pl.place(sim, "annealing", {"steps": 50, "curve": True}, seed=1)
     assert info["simulations"] == 56 and len(info["curve_best_cost_s"]) == 50
+    assert info["curve_simulations"] == list(range(7, 57))  # the six starts, then one per move
     assert info["curve_best_cost_s"] == sorted(info["curve_best_cost_s"], reverse=True)
 
 
