@@ -32,7 +32,7 @@ def curve_points(result: dict) -> tuple[list, list, list]:
     info = result["info"]
     best = info.get("curve_best_cost_s", [])
     wall = info.get("curve_wall_s", [])
-    sims = info.get("curve_simulations") or [ANNEALING_STARTS + k + 1 for k in range(len(best))]  # TODO-END
+    sims = info.get("curve_simulations", [])
     return sims, wall, best
 
 
