@@ -146,6 +146,7 @@ def main():
         "  built, before the first step; peak RSS includes the interpreter and libraries (PyTorch's import alone",
         "  is ~240 MB). placelab keeps freed step buffers in its heap (glibc malloc thresholds, docs/autodiff.md),",
         "  so its peak is the step's working set, reached on the first step.",
+        "- With T > 1, placelab threads only its dense products (OpenBLAS); PyTorch threads every op.",
         "- placelab's attention is one fused op (block_attention) that keeps only the probabilities for the",
         "  backward pass; PyTorch keeps scores, masked scores and probabilities, hence the memory gap.",
         "- Footnote, superseded: the record of 2026-11-21 gave ratios 0.17-0.20 against a PyTorch on Debian's",
