@@ -6,7 +6,8 @@ Every train graph runs on every train cluster (one task each). The run is staged
 WARM_STEPS_PER_TASK imitation steps per task (the best of METIS, m-ETF and HEFT on it, at LR), then PPO with
 self-imitation of the best placement found so far and window re-placement (docs/learned.md) at RL_LR. It checkpoints
 to --checkpoint every few hundred steps and resumes from there when started again, so hours of training can span
-sessions; the same --steps always give the same checkpoint (a time limit only decides where a run stops).
+sessions; the same --steps always give the same checkpoint on the same build, BLAS and CPU (a time limit only decides
+where a run stops; the committed policy predates the OpenBLAS products, docs/learned.md).
 
     bench/pretrain_gdp.py --minutes 60            # train (or go on training) for an hour, then export
     bench/pretrain_gdp.py --export-only           # export the checkpoint as it is
