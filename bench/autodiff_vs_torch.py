@@ -15,6 +15,8 @@ import subprocess
 import sys
 
 HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import paperlib  # noqa: E402  (git commit of the report)
 
 
 def cpu_model():
@@ -113,7 +115,7 @@ def main():
         "graph from the same splitmix64 streams. One step = forward + backward (+ dropping the gradients).",
         "",
         f"- date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}, commit "
-        f"{git_commit()}",
+        f"{paperlib.git_commit()}",
         f"- machine: {cpu_model()}, {os.cpu_count()} logical cores, {platform.system()} {platform.release()}; "
         f"load average at the end {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}",
         f"- placelab: Release build (-O3, no -march), dense products by {first[1]['blas']}",
@@ -155,17 +157,6 @@ def main():
     ]
     pathlib.Path(args.out).write_text("\n".join(lines))
     print(f"wrote {args.out}", file=sys.stderr)
-
-
-def git_commit():
-    try:
-        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True,
-                             check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=HERE,
-                               capture_output=True, text=True).stdout.strip()
-        return sha + ("+local changes" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 if __name__ == "__main__":

@@ -41,9 +41,9 @@ Matrix<T> softmax_forward(const Matrix<T>& x, const Mask* mask) {
     T top = y.row(r).maxCoeff();
     if (top == -kInf) top = 0;
     y.row(r).array() = (y.row(r).array() - top).exp();
-    if (keep != nullptr) {
-      for (Index c = 0; c < cols; ++c) out[c] = keep[c] ? out[c] : T(0);
-    }
+    // Eigen's vectorised exp clamps its input, so exp(-inf) comes out tiny, not 0: masked and -inf
+    // entries are set to 0 here.
+    for (Index c = 0; c < cols; ++c) out[c] = (keep == nullptr || keep[c]) && in[c] != -kInf ? out[c] : T(0);
     const T sum = y.row(r).sum();
     if (sum != 0) y.row(r) /= sum;
   }

@@ -186,19 +186,7 @@ template <class T>
 Tn<T> relu(const Tn<T>& x) {
   check_defined("relu", x);
   return make_result<T>("relu", x.value().cwiseMax(T(0)), {x}, [](Node<T>& self) {
-    // A plain loop: GCC vectorises it, Eigen 3.4 does not vectorise select.
-    Node<T>& nx = in(self, 0);
-    const T* __restrict value = self.value.data();
-    const T* __restrict grad = self.grad.data();
-    const Index n = self.value.size();
-    if (nx.grad.size() == 0) {
-      nx.grad.resize(self.value.rows(), self.value.cols());
-      T* __restrict out = nx.grad.data();
-      for (Index i = 0; i < n; ++i) out[i] = value[i] > T(0) ? grad[i] : T(0);
-    } else {
-      T* __restrict out = nx.grad.data();
-      for (Index i = 0; i < n; ++i) out[i] += value[i] > T(0) ? grad[i] : T(0);
-    }
+    accumulate(in(self, 0), (self.value.array() > T(0)).select(self.grad, T(0)).matrix());
   });
 }
 

@@ -150,7 +150,7 @@ bool grad_enabled();
 void set_blas_threads(int threads);
 int blas_threads();
 
-/** "openblas 0.3.21 (SkylakeX kernels)" or "eigen": which kernels run the dense products. */
+/** Which kernels run the dense products: "openblas (<its build config>; <CPU> kernels)", or "eigen". */
 std::string blas_name();
 
 /**

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <tuple>
 
@@ -138,6 +139,12 @@ TEST_CASE("autodiff: gradcheck of row softmax, log-softmax and layer norm", "[po
   // Far tail: log-softmax stays finite and exact where softmax underflows.
   const TensorD tail = log_softmax_rows(TensorD::leaf(MatrixD{{0.0, -1000.0}}));
   CHECK(tail.value()(0, 1) == Approx(-1000.0));
+  // An unmasked row of -inf (every choice ruled out by its logits) gives zeros, as a fully masked row.
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  const TensorD none = softmax_rows(TensorD::leaf(MatrixD{{-kInf, -kInf}, {0.0, -kInf}}));
+  CHECK(none.value().row(0).norm() == 0);
+  CHECK(none.value()(1, 0) == 1);
+  CHECK(none.value()(1, 1) == 0);
 }
 
 TEST_CASE("autodiff: gradcheck of structure ops", "[policy][autodiff]") {
