@@ -35,6 +35,8 @@ double median(std::vector<double> v) {
 
 void print_result(const sim::SimResult& r, const sim::Cluster& c) {
   fmt::print("step time      {:>12}\n", human(r.step_time_s, "s"));
+  if (r.busy_until_s > r.step_time_s)  // a trailing gap or link hold (Placeto reports this figure)
+    fmt::print("all idle at    {:>12}  (after the last gap and link hold)\n", human(r.busy_until_s, "s"));
   fmt::print("critical path  {:>12}  (idle-network lower bound)\n", human(r.critical_path_s, "s"));
   fmt::print("bytes moved    {:>12}  in {} transfers\n", human(r.total_bytes_moved, "B"), r.num_transfers);
   fmt::print("  {:<10} {:<10} {:>12} {:>12} {:>12}  {}\n", "device", "kind", "busy", "peak mem", "capacity", "");
@@ -91,10 +93,12 @@ void run(const SimulateArgs& a) {
   sim::Cluster c = sim::load_cluster(a.cluster);
   std::shared_ptr<const sim::CostModel> cost = sim::default_cost_model();
   if (!a.profile.empty()) cost = sim::read_profile(a.profile, cost);
-  sim::Priority priority = sim::Priority::ready_time;
-  if (a.priority == "rank") priority = sim::Priority::rank;
-  else if (!a.priority.empty() && a.priority != "ready_time")
-    throw Error(fmt::format("simulate: --priority is \"{}\", expected ready_time or rank", a.priority));
+  std::optional<sim::Priority> priority;  // unset: the cluster's
+  if (!a.priority.empty()) {
+    priority = sim::priority_from_name(a.priority);
+    if (!priority)
+      throw Error(fmt::format("simulate: --priority is \"{}\", expected ready_time, rank or fifo", a.priority));
+  }
   sim::Simulator simulator(
       g, c, cost, sim::SimOptions{.priority = priority,
                                    .use_measured = !a.no_measured,
@@ -203,7 +207,7 @@ void add_simulate_command(CLI::App& app) {
   add_seed(cmd, args->seed, "Seed of the random placements (default 1)");
   cmd->add_option("--trace", args->trace, "Write a Chrome trace-event JSON (Perfetto) of the (first) placement");
   cmd->add_option("--profile", args->profile, "A placelab.profile table overriding the roofline model");
-  cmd->add_option("--priority", args->priority, "Which ready op a free device starts: ready_time (default) or rank");
+  cmd->add_option("--priority", args->priority, "Which ready op a free device starts: ready_time, rank or fifo (default: the cluster's, else ready_time)");
   cmd->add_flag("--share-bandwidth", args->share_bandwidth, "Links share bandwidth max-min fairly instead of FIFO");
   cmd->add_flag("--edge-comm", args->edge_comm, "Use the graph's measured edge transfer times where present");
   cmd->add_flag("--no-measured", args->no_measured, "Ignore the graph's measured op times");

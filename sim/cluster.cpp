@@ -58,6 +58,9 @@ void validate_link(const Link& l, size_t i) {
 Cluster::Cluster(ClusterSpec spec) : spec_(std::move(spec)) {
   const size_t n = spec_.devices.size();
   if (n == 0) throw Error(fmt::format("cluster \"{}\": no devices; list at least one", spec_.name));
+  if (!(spec_.clock_unit_s > 0 && spec_.clock_unit_s <= 1))
+    throw Error(fmt::format("cluster \"{}\": clock_unit_s is {:g}, expected a unit in (0, 1] seconds", spec_.name,
+                            spec_.clock_unit_s));
   if (n > kMaxDevices) {
     throw Error(fmt::format("cluster \"{}\": {} devices, at most {} (a route is kept per pair of devices)", spec_.name,
                             n, kMaxDevices));
@@ -273,12 +276,26 @@ std::string_view transfer_mode_name(TransferMode mode) {
   return mode == TransferMode::per_destination ? "per_destination" : "broadcast";
 }
 
+std::string_view priority_name(Priority priority) {
+  switch (priority) {
+    case Priority::rank: return "rank";
+    case Priority::fifo: return "fifo";
+    default: return "ready_time";
+  }
+}
+
+std::optional<Priority> priority_from_name(std::string_view name) {
+  for (Priority p : {Priority::ready_time, Priority::rank, Priority::fifo})
+    if (priority_name(p) == name) return p;
+  return std::nullopt;
+}
+
 // --- placelab.cluster v1 ---
 
 Cluster cluster_from_json(const nlohmann::json& doc, const std::string& origin) {
   io::JsonNode root(doc, origin);
   root.check_header("placelab.cluster", {1});
-  root.check_fields({"format", "version", "name", "transfer_mode", "devices", "links", "routes"});
+  root.check_fields({"format", "version", "name", "transfer_mode", "priority", "clock_unit_s", "devices", "links", "routes"});
   ClusterSpec spec;
   spec.name = root.get_string("name", "");
   if (root.has("transfer_mode")) {
@@ -288,6 +305,14 @@ Cluster cluster_from_json(const nlohmann::json& doc, const std::string& origin) 
     else if (s == "broadcast") spec.transfer_mode = TransferMode::broadcast;
     else m.fail("is \"" + s + "\", expected \"per_destination\" or \"broadcast\"");
   }
+  if (root.has("priority")) {
+    io::JsonNode p = root.at("priority");
+    spec.priority = priority_from_name(p.as_string());
+    if (!spec.priority) p.fail("is \"" + p.as_string() + "\", expected \"ready_time\", \"rank\" or \"fifo\"");
+  }
+  spec.clock_unit_s = root.get_amount("clock_unit_s", 1);
+  if (!(spec.clock_unit_s > 0 && spec.clock_unit_s <= 1))
+    root.at("clock_unit_s").fail("must be in (0, 1] seconds (1e-6: the engine adds microseconds)");
   io::JsonNode devices = root.at("devices");
   if (devices.size() == 0) devices.fail("is empty; list at least one device");
   if (devices.size() > kMaxDevices) devices.fail(fmt::format("has {} devices, at most {}", devices.size(), kMaxDevices));
@@ -389,6 +414,8 @@ nlohmann::json cluster_to_json(const Cluster& cluster) {
                         {"devices", devices},
                         {"links", links}};
   if (!routes.empty()) doc["routes"] = routes;
+  if (s.priority) doc["priority"] = priority_name(*s.priority);
+  if (s.clock_unit_s != 1) doc["clock_unit_s"] = s.clock_unit_s;
   return doc;
 }
 

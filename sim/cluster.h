@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -32,6 +33,13 @@ enum class Duplex : uint8_t { full, half };
 enum class TransferMode : uint8_t {
   per_destination,  // one transfer per destination device, along that pair's route (the default)
   broadcast,        // one transfer to all remote destinations at once, over the union of their routes (Placeto)
+};
+
+/** Which ready op a free device starts (the engine's queue discipline; docs/simulator.md). */
+enum class Priority : uint8_t {
+  ready_time,  // earliest ready, then highest upward rank, then lowest op id (the default)
+  rank,        // highest upward rank among the ops ready when the device is free, then ready time, then op id
+  fifo,        // earliest ready, then the order the ops became ready (Placeto's device queues)
 };
 
 /** A communication resource: a cable, a bus, a switch port, a host bridge. */
@@ -65,6 +73,13 @@ struct ClusterSpec {
   std::vector<Link> links;
   std::vector<RouteSpec> routes;  // explicit routes; other pairs get the shortest path through switches
   TransferMode transfer_mode = TransferMode::per_destination;
+  /** The engine's queue discipline on this machine unless SimOptions say otherwise (ready_time if unset). */
+  std::optional<Priority> priority;
+  /**
+   * The unit the engine sums times in, in seconds: 1e-6 makes it add microseconds as Placeto's simulator
+   * does, so that ties exact in those units stay ties. Results are reported in seconds either way.
+   */
+  double clock_unit_s = 1;
 };
 
 /**
@@ -94,6 +109,8 @@ class Cluster {
   const Link& link(int32_t l) const { return spec_.links[l]; }
   const std::vector<Link>& links() const { return spec_.links; }
   TransferMode transfer_mode() const { return spec_.transfer_mode; }
+  std::optional<Priority> priority() const { return spec_.priority; }
+  double clock_unit_s() const { return spec_.clock_unit_s; }
   /** The spec it was built from (explicit routes only). */
   const ClusterSpec& spec() const { return spec_; }
 
@@ -139,8 +156,11 @@ nlohmann::json cluster_to_json(const Cluster& cluster);
 /** Writes `cluster` to `path` atomically. */
 void write_cluster(const Cluster& cluster, const std::string& path);
 
-/** "full"/"half" and "per_destination"/"broadcast". */
+/** "full"/"half", "per_destination"/"broadcast" and "ready_time"/"rank"/"fifo". */
 std::string_view duplex_name(Duplex duplex);
 std::string_view transfer_mode_name(TransferMode mode);
+std::string_view priority_name(Priority priority);
+/** The priority named `name`, or nullopt. */
+std::optional<Priority> priority_from_name(std::string_view name);
 
 }  // namespace placelab::sim

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <numeric>
 
@@ -221,6 +222,9 @@ struct SimDense {
   int64_t transfers = 0;
   std::vector<double> busy;
   std::vector<int32_t> end_event;  // event index at which each op ended
+  // Priority::fifo: per op, the key of the release that made it ready; per device, the start of the
+  // transfer to it under way (which tells a release scheduled ahead from one made at its instant)
+  std::vector<double> fifo_key, depart_s;
 };
 
 struct SimScratch : SimDense {
@@ -289,6 +293,7 @@ nlohmann::json result_to_json(const SimResult& r, const Cluster& c) {
   for (int32_t l = 0; l < c.num_links(); ++l)
     links.push_back({{"name", c.link(l).name}, {"busy_s", r.link_busy_s[l]}, {"bytes", r.link_bytes[l]}});
   return {{"step_time_s", r.step_time_s},
+          {"busy_until_s", r.busy_until_s},
           {"critical_path_s", r.critical_path_s},
           {"total_bytes_moved", r.total_bytes_moved},
           {"num_transfers", r.num_transfers},
@@ -308,6 +313,7 @@ Simulator::Simulator(const graphs::Graph& graph, const Cluster& cluster, std::sh
     : graph_(&graph), cluster_(&cluster), pool_(std::make_unique<ScratchPool>()), cost_model_(std::move(cost_model)),
       options_(options) {
   if (!cost_model_) throw Error("simulator: no cost model given");
+  options_.priority = options.priority.value_or(cluster.priority().value_or(Priority::ready_time));
   n_ = graph.num_ops();
   devices_ = cluster.num_devices();
   channels_ = cluster.num_channels();
@@ -392,7 +398,7 @@ Simulator::Simulator(const graphs::Graph& graph, const Cluster& cluster, std::sh
   }
 
   pair_latency_s_.assign(D * D, 0);
-  pair_inv_bandwidth_.assign(D * D, 0);
+  pair_bandwidth_.assign(D * D, 0);
   route_off_.assign(D * D + 1, 0);
   for (size_t a = 0; a < D; ++a)
     for (size_t b = 0; b < D; ++b) {
@@ -400,7 +406,7 @@ Simulator::Simulator(const graphs::Graph& graph, const Cluster& cluster, std::sh
       auto route = cluster.route(a, b);
       if (a != b) {
         pair_latency_s_[p] = cluster.route_latency_s(a, b);
-        pair_inv_bandwidth_[p] = 1.0 / cluster.route_bandwidth_bytes_per_s(a, b);
+        pair_bandwidth_[p] = cluster.route_bandwidth_bytes_per_s(a, b);
       }
       route_off_[p + 1] = route_off_[p] + static_cast<int32_t>(route.size());
       route_ch_.insert(route_ch_.end(), route.begin(), route.end());
@@ -420,7 +426,7 @@ Simulator::Simulator(const graphs::Graph& graph, const Cluster& cluster, std::sh
   for (size_t a = 0; a < D; ++a)
     for (size_t b = 0; b < D; ++b)
       if (a != b)
-        check_seconds(pair_latency_s_[a * D + b] + max_edge_bytes * pair_inv_bandwidth_[a * D + b],
+        check_seconds(pair_latency_s_[a * D + b] + max_edge_bytes / pair_bandwidth_[a * D + b],
                       fmt::format("sending the largest tensor ({:g} bytes) from \"{}\" to \"{}\"", max_edge_bytes,
                                   cluster.device(a).name, cluster.device(b).name));
   for (size_t d = 0; d < D; ++d)
@@ -433,6 +439,18 @@ Simulator::Simulator(const graphs::Graph& graph, const Cluster& cluster, std::sh
   for (int32_t c = 0; c < channels_; ++c) channel_busy_after_s_[c] = cluster.link(Cluster::channel_link(c)).busy_after_s;
   gap_after_op_s_.resize(D);
   for (size_t d = 0; d < D; ++d) gap_after_op_s_[d] = cluster.device(d).gap_after_op_s;
+  use_clock_unit(cluster.clock_unit_s());
+
+  if (options_.priority == Priority::fifo) {
+    // Placeto's simulator orders releases at one instant by (producer name, consumer name): the keys
+    // of Priority::fifo need each op's place among the names.
+    std::vector<int32_t> by_name(n);
+    std::iota(by_name.begin(), by_name.end(), 0);
+    std::sort(by_name.begin(), by_name.end(),
+              [&](int32_t a, int32_t b) { return graph.op_name(a) < graph.op_name(b); });
+    fifo_name_key_.resize(n);
+    for (size_t i = 0; i < n; ++i) fifo_name_key_[by_name[i]] = static_cast<double>(i);
+  }
 
   kinds_ = cluster.kinds();
   device_kind_.resize(D);
@@ -447,11 +465,36 @@ Simulator::Simulator(const graphs::Graph& graph, const Cluster& cluster, std::sh
   }
 }
 
+namespace {
+// An amount in the clock's unit rounded to 12 significant digits, so that decimals written in seconds
+// (5.7e-6 s) become the decimals a simulator written in that unit adds (5.7 us), bit for bit.
+double in_clock_unit(double amount) {
+  return std::isnan(amount) ? amount : std::strtod(fmt::format("{:.12g}", amount).c_str(), nullptr);
+}
+}  // namespace
+
+void Simulator::use_clock_unit(double unit_s) {
+  clock_unit_s_ = unit_s;
+  if (unit_s == 1) return;
+  for (auto* v : {&pair_latency_s_, &out_comm_s_, &channel_busy_after_s_, &gap_after_op_s_})
+    for (double& x : *v) x = in_clock_unit(x / unit_s);
+  for (auto* v : {&pair_bandwidth_, &channel_bandwidth_})  // bytes per unit
+    for (double& x : *v) x = in_clock_unit(x * unit_s);
+  refresh_clock_time();
+}
+
+void Simulator::refresh_clock_time() {
+  if (clock_unit_s_ == 1) return;
+  clock_time_.resize(time_.size());
+  std::transform(time_.begin(), time_.end(), clock_time_.begin(), [&](double t) { return in_clock_unit(t / clock_unit_s_); });
+}
+
 void Simulator::take_batches_of(const Simulator& base) {
   const int32_t n = base.n_;
   const auto D = static_cast<size_t>(devices_);
   for (int32_t op = 0; op < n_; ++op)
     std::copy_n(base.time_.begin() + static_cast<ptrdiff_t>((op % n) * D), D, time_.begin() + static_cast<ptrdiff_t>(op * D));
+  refresh_clock_time();
   // Dense positions of base's ops by decreasing upward rank (equal ranks share one).
   std::vector<int32_t> order(n), pos(n);
   std::iota(order.begin(), order.end(), 0);
@@ -500,6 +543,8 @@ SimScratchPtr Simulator::make_scratch() const {
   s->mem_s.resize(D);
   s->peak_s.resize(D);
   s->end_event.resize(n);
+  s->depart_s.resize(D);
+  if (options_.priority == Priority::fifo) s->fifo_key.resize(n);
   s->heap.resize(n);
   s->ranked_size.resize(D);
   if (options_.priority == Priority::rank) s->ranked.resize(n);
@@ -713,12 +758,15 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
   const OutSlot* outs = out_.data();
   const InSlot* ins = in_.data();
   SimScratch::OpState* state = s.op.data();
+  const double* op_time = clock_time_.empty() ? time_.data() : clock_time_.data();
+  const double unit = clock_unit_s_;  // observers and results get seconds
 
   // Per device: ops whose inputs are all produced, by ready time (heap); with Priority::rank, those
   // already ready when the device looked, by rank (ranked).
   ReadyEntry* heap = s.heap.data();
   ReadyEntry* ranked = s.ranked.data();
   const bool by_rank = kGeneral && options_.priority == Priority::rank;
+  const bool fifo = kGeneral && options_.priority == Priority::fifo;
   const bool edge_comm = kGeneral && options_.use_edge_comm && graph_->has_edge_comm();
   const bool broadcast = kGeneral && cluster_->transfer_mode() == TransferMode::broadcast;
   const bool sharing = kGeneral && options_.share_bandwidth;
@@ -765,8 +813,23 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
     __builtin_prefetch(time_.data() + static_cast<size_t>(op) * D);
     __builtin_prefetch(outs + info[op].out_begin);
     __builtin_prefetch(ins + info[op].in_begin);
-    heap_push(heap + s.heap_off[d], s.heap_size[d], ReadyEntry{state[op].ready_s, info[op].neg_rank, op}, ByReadyTime());
+    heap_push(heap + s.heap_off[d], s.heap_size[d],
+              ReadyEntry{state[op].ready_s, fifo ? s.fifo_key[op] : info[op].neg_rank, op}, ByReadyTime());
     if (s.running[d] == -1) schedule_wake(d);
+  };
+  // Priority::fifo: ties in ready time go in the order Placeto's simulator releases ops at one instant.
+  // Releases scheduled ahead of it (after an op or a transfer that took time) come first, by (producer
+  // name, consumer name); then those made at the instant (after an op that took no time), in the order
+  // the ops ended, by consumer name. An op's key is that of the last of its inputs to arrive. Sources
+  // come first of all, in graph order (keys 0..n-1). Keys stay below 2^53 up to ~6e7 ops: exact.
+  const double nk = n;
+  auto fifo_release = [&](int32_t producer, int32_t consumer, double arrive, bool scheduled_ahead) {
+    const double key = scheduled_ahead ? nk + fifo_name_key_[producer] * nk + fifo_name_key_[consumer]
+                                       : nk + nk * nk + s.done * nk + fifo_name_key_[consumer];
+    double& k = s.fifo_key[consumer];
+    const double ready = state[consumer].ready_s;
+    if (arrive > ready) k = key;
+    else if (arrive == ready) k = std::max(k, key);
   };
 
   MemQueue& mem = s.mem_events;
@@ -782,11 +845,11 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
   auto mem_alloc = [&](int32_t d, int64_t bytes, double time_s) {
     s.mem_s[d] += bytes;
     s.peak_s[d] = std::max(s.peak_s[d], s.mem_s[d]);
-    if (kGeneral && observer) observer->on_memory(d, time_s, s.mem_s[d]);
+    if (kGeneral && observer) observer->on_memory(d, time_s * unit, s.mem_s[d]);
   };
   auto mem_free = [&](int32_t d, int64_t bytes, double time_s) {
     s.mem_s[d] -= bytes;
-    if (kGeneral && observer) observer->on_memory(d, time_s, s.mem_s[d]);
+    if (kGeneral && observer) observer->on_memory(d, time_s * unit, s.mem_s[d]);
   };
   auto mem_time = [](const MemEvent& e) { return std::bit_cast<double>(e.key >> 1); };
   // Applies dated changes up to time t: frees at t always, allocations at t only before allocations.
@@ -825,10 +888,11 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
         const OutSlot& o = outs[k];
         if (o.bytes <= 0 || device_of[o.dst] != e) continue;
         SimScratch::OpState& sc = state[o.dst];
+        if (fifo) fifo_release(fl.producer, o.dst, t, t > fl.start_s);
         sc.ready_s = std::max(sc.ready_s, t);
         if (--sc.pending == 0) make_ready(o.dst, e);
       }
-      if (kGeneral && observer) observer->on_transfer(fl.producer, fl.src, e, fl.start_s, t, fl.bytes);
+      if (kGeneral && observer) observer->on_transfer(fl.producer, fl.src, e, fl.start_s * unit, t * unit, fl.bytes);
     }
     SimScratch::OpState& sp = state[fl.producer];
     if (--s.sending[fl.producer] == 0 && sp.local_left == 0) free_output(fl.producer, fl.src, t);
@@ -847,6 +911,7 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
     for (int32_t op = 0; op < n; ++op) {
       ++s.heap_size[device_of[op]];
       state[op] = SimScratch::OpState{in_degree_[op], 0, 0.0, 0.0, 0.0};
+      if (fifo) s.fifo_key[op] = in_degree_[op] == 0 ? op : -1;
       s.mem_s[device_of[op]] += param_bytes_[op];
     }
     for (int32_t d = 0, off = 0; d < D; ++d) {
@@ -905,14 +970,14 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
                     heap_pop(heap + s.heap_off[d], s.heap_size[d], ByReadyTime()), ByRank());
         op = heap_pop(ranked + s.heap_off[d], s.ranked_size[d], ByRank()).op;
       }
-      const double dur = time_[static_cast<size_t>(op) * D + d];
+      const double dur = op_time[static_cast<size_t>(op) * D + d];
       s.running[d] = op;
       s.next_s[d] = t + dur;
       s.next_kind[d] = kEnd;
       tree_update(d);
       mem_alloc(d, info[op].output_mem + info[op].temp_mem, t);
       s.busy[d] += dur;
-      if (kGeneral && observer) observer->on_op(op, d, t, t + dur);
+      if (kGeneral && observer) observer->on_op(op, d, t * unit, (t + dur) * unit);
       // Its end, some events from now, reads the records of its inputs and the state of its consumers:
       // fetch them meanwhile (random placements miss the cache there most).
       const OpInfo& io = info[op];
@@ -936,10 +1001,11 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
     ++s.done;
     s.makespan = t;
     s.end_event[p] = static_cast<int32_t>(s.events);
-    const double cp_end = sp.cp_start_s + time_[static_cast<size_t>(p) * D + d];
+    const double dur_p = op_time[static_cast<size_t>(p) * D + d];
+    const double cp_end = sp.cp_start_s + dur_p;
     s.critical = std::max(s.critical, cp_end);
     s.running[d] = -2;  // ending: make_ready must not schedule d before its gap is known
-    s.free_s[d] = t + gap_after_op_s_[d];
+    s.free_s[d] = dur_p > 0 ? t + gap_after_op_s_[d] : t;  // no gap after an op that took no time
     mem_free(d, ip.temp_mem, t);
 
     // Inputs whose last local consumer this was.
@@ -985,15 +1051,16 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
       auto duration = [&](int32_t e, double bytes) {
         if (edge_comm && !std::isnan(s.dest_comm_s[e])) return s.dest_comm_s[e];
         const size_t pair = static_cast<size_t>(d) * D + e;
-        return pair_latency_s_[pair] + bytes * pair_inv_bandwidth_[pair];
+        return pair_latency_s_[pair] + bytes / pair_bandwidth_[pair];
       };
       auto record = [&](int32_t e, double bytes, double start, double end) {
         const int32_t x = s.num_xfers++;
         s.xfer[x] = SimScratch::Xfer{s.dest_count[e], static_cast<int64_t>(bytes + 0.5)};  // bytes >= 0
         s.dest_xfer[e] = x;
         s.arrival_s[e] = end;
+        s.depart_s[e] = start;
         mem_later(start, 1, e, s.xfer[x].bytes);
-        if (kGeneral && observer) observer->on_transfer(p, d, e, start, end, bytes);
+        if (kGeneral && observer) observer->on_transfer(p, d, e, start * unit, end * unit, bytes);
       };
       auto hold_channels = [&](const int32_t* ch, int32_t count, double end, double dur, double bytes) {
         for (int32_t i = 0; i < count; ++i) {
@@ -1091,11 +1158,12 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
         s.xfer_of_in[o.in_pos] = s.dest_xfer[e];
         const size_t pair = static_cast<size_t>(d) * D + e;
         cp += edge_comm && !std::isnan(s.dest_comm_s[e]) ? out_comm_s_[k]
-                                                         : pair_latency_s_[pair] + o.bytes * pair_inv_bandwidth_[pair];
+                                                         : pair_latency_s_[pair] + o.bytes / pair_bandwidth_[pair];
         sc.cp_start_s = std::max(sc.cp_start_s, cp);
         if (sharing) continue;  // the input arrives when its flow ends
         arrive = s.arrival_s[e];
       }
+      if (fifo) fifo_release(p, o.dst, arrive, e == d || o.bytes <= 0 ? dur_p > 0 : arrive > s.depart_s[e]);
       sc.ready_s = std::max(sc.ready_s, arrive);
       sc.cp_start_s = std::max(sc.cp_start_s, cp);
       if (--sc.pending == 0) make_ready(o.dst, e);
@@ -1118,18 +1186,23 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
   out.link_bytes.assign(cluster_->num_links(), 0.0);
 
   if (s.done != n) throw Error(fmt::format("simulator: internal error, {} of {} ops ran", s.done, n));
-  out.step_time_s = s.makespan;
-  out.critical_path_s = s.critical;
+  double busy_until = s.makespan;
+  for (int32_t d = 0; d < D; ++d) busy_until = std::max(busy_until, s.free_s[d]);
+  if (!sharing)
+    for (int32_t c = 0; c < channels_; ++c) busy_until = std::max(busy_until, s.chan_free_s[c]);
+  out.step_time_s = s.makespan * unit;
+  out.busy_until_s = busy_until * unit;
+  out.critical_path_s = s.critical * unit;
   out.total_bytes_moved = s.total_bytes;
   out.num_transfers = s.transfers;
-  std::copy(s.busy.begin(), s.busy.end(), out.device_busy_s.begin());
+  for (int32_t d = 0; d < D; ++d) out.device_busy_s[d] = s.busy[d] * unit;
   for (int32_t d = 0; d < D; ++d) {
     out.device_peak_bytes[d] = static_cast<double>(s.peak_s[d]);
     out.device_excess_bytes[d] = std::max(0.0, out.device_peak_bytes[d] - cluster_->device(d).memory_bytes);
     out.oom = out.oom || out.device_excess_bytes[d] > 0;
   }
   for (int32_t c = 0; c < channels_; ++c) {
-    out.link_busy_s[Cluster::channel_link(c)] += s.chan_busy_s[c];
+    out.link_busy_s[Cluster::channel_link(c)] += s.chan_busy_s[c] * unit;
     out.link_bytes[Cluster::channel_link(c)] += s.chan_bytes[c];
   }
 }

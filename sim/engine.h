@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -17,16 +18,10 @@
 
 namespace placelab::sim {
 
-/** Which ready op a free device starts. */
-enum class Priority : uint8_t {
-  ready_time,  // earliest ready, then highest upward rank, then lowest op id (the default)
-  rank,        // highest upward rank among the ops ready when the device is free, then ready time, then op id
-};
-
 /** Knobs of the engine. */
 struct SimOptions {
-  /** Which ready op a free device starts. */
-  Priority priority = Priority::ready_time;
+  /** Which ready op a free device starts; unset: the cluster's choice (Cluster::priority), else ready_time. */
+  std::optional<Priority> priority;
   /** Use the graph's measured times per device kind when present (they then override the cost model). */
   bool use_measured = true;
   /** Use an edge's measured transfer time (comm_s) instead of latency + bytes / bandwidth when known. */
@@ -41,6 +36,7 @@ struct SimOptions {
 /** What one simulated step did; no rewards or penalties, only facts. */
 struct SimResult {
   double step_time_s = 0;        // makespan: end of the last op
+  double busy_until_s = 0;       // every device and link free again: the last gap and busy_after included (Placeto's run time)
   double critical_path_s = 0;    // longest path of op times plus idle-network transfer times (a lower bound)
   double total_bytes_moved = 0;  // bytes of every transfer (once per destination device)
   int64_t num_transfers = 0;
@@ -95,6 +91,7 @@ class Simulator {
 
   const graphs::Graph& graph() const { return *graph_; }
   const Cluster& cluster() const { return *cluster_; }
+  /** The options in force: priority is always set (the options', else the cluster's, else ready_time). */
   const SimOptions& options() const { return options_; }
   const std::shared_ptr<const CostModel>& cost_model() const { return cost_model_; }
   int32_t num_ops() const { return n_; }
@@ -134,6 +131,10 @@ class Simulator {
    * that under Priority::rank a device starts the earliest micro-batch's ready op (a pipeline's order).
    */
   void take_batches_of(const Simulator& base);
+  /** Makes the run count time in `unit_s` (a second: nothing to do). */
+  void use_clock_unit(double unit_s);
+  /** clock_time_ from time_, after time_ changes. */
+  void refresh_clock_time();
   /** One run; with `checkpoints`, saves the state every so many events; `fresh` = false resumes `s`. */
   void run(std::span<const int32_t> device_of, SimScratch& s, SimResult& out, SimObserver* observer,
            SimCheckpoints* checkpoints = nullptr, bool fresh = true) const;
@@ -165,16 +166,21 @@ class Simulator {
     int32_t unused;
     double bytes;
   };
-  std::vector<double> time_;  // n x devices
+  std::vector<double> time_;  // n x devices, seconds
   std::vector<double> rank_;
+  // The run's tables below count time in clock units (Cluster::clock_unit_s, seconds by default); with
+  // another unit, clock_time_ is time_ in it (else empty: the run reads time_).
+  double clock_unit_s_ = 1;
+  std::vector<double> clock_time_;
+  std::vector<double> fifo_name_key_;  // Priority::fifo: each op's position among the ops' names, sorted
   std::vector<int64_t> param_bytes_;  // memory in whole bytes
   std::vector<int32_t> in_degree_;
   std::vector<OpInfo> info_;
   std::vector<OutSlot> out_;
   std::vector<InSlot> in_;
   std::vector<double> out_comm_s_;  // measured transfer time per out-slot (NaN when unknown)
-  // Device pairs: route latency and 1 / bottleneck bandwidth; route channels as in Cluster.
-  std::vector<double> pair_latency_s_, pair_inv_bandwidth_;
+  // Device pairs: route latency and bottleneck bandwidth; route channels as in Cluster.
+  std::vector<double> pair_latency_s_, pair_bandwidth_;
   std::vector<int32_t> route_off_, route_ch_;
   std::vector<double> channel_busy_after_s_, channel_bandwidth_;
   std::vector<double> gap_after_op_s_;

@@ -190,6 +190,9 @@ const std::vector<Family>& families() {
            for (int t = 0; t < n; ++t)
              if (s != t) b.spec.routes.push_back(RouteSpec{.src = gpu(s), .dst = gpu(t), .links = {gpu(s) + "-bus"}});
          b.spec.transfer_mode = TransferMode::broadcast;
+         // Its device queues are FIFO, and it adds times in microseconds (docs/simulator.md, "Placeto's simulator").
+         b.spec.priority = Priority::fifo;
+         b.spec.clock_unit_s = 1e-6;
        }},
   };
   return all;

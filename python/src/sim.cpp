@@ -33,6 +33,7 @@ namespace {
 py::dict result_dict(const SimResult& r) {
   py::dict d;
   d["step_time_s"] = r.step_time_s;
+  d["busy_until_s"] = r.busy_until_s;
   d["critical_path_s"] = r.critical_path_s;
   d["total_bytes_moved"] = r.total_bytes_moved;
   d["num_transfers"] = r.num_transfers;
@@ -61,6 +62,7 @@ py::dict batch_dict(const std::vector<SimResult>& rs, const Cluster& c) {
   };
   py::dict d;
   d["step_time_s"] = column([](const SimResult& r) { return r.step_time_s; });
+  d["busy_until_s"] = column([](const SimResult& r) { return r.busy_until_s; });
   d["critical_path_s"] = column([](const SimResult& r) { return r.critical_path_s; });
   d["total_bytes_moved"] = column([](const SimResult& r) { return r.total_bytes_moved; });
   d["num_transfers"] = column([](const SimResult& r) { return r.num_transfers; });
@@ -85,13 +87,9 @@ sim::SimOptions sim_options(const py::object& options) {
   node.check_fields({"priority", "use_measured", "use_edge_comm", "share_bandwidth"});
   if (node.has("priority")) {
     std::string p = node.at("priority").as_string();
-    if (p == "ready_time") {
-      o.priority = sim::Priority::ready_time;
-    } else if (p == "rank") {
-      o.priority = sim::Priority::rank;
-    } else {
-      node.at("priority").fail(fmt::format("unknown priority \"{}\" (use \"ready_time\" or \"rank\")", p));
-    }
+    o.priority = sim::priority_from_name(p);
+    if (!o.priority)
+      node.at("priority").fail(fmt::format("unknown priority \"{}\" (use \"ready_time\", \"rank\" or \"fifo\")", p));
   }
   if (node.has("use_measured")) o.use_measured = node.at("use_measured").as_bool();
   if (node.has("use_edge_comm")) o.use_edge_comm = node.at("use_edge_comm").as_bool();
@@ -274,7 +272,7 @@ void init_sim(py::module_& m) {
            }),
            py::arg("graph"), py::arg("cluster"), py::arg("options") = py::none(), py::arg("profile") = py::none(),
            py::keep_alive<1, 2>(), py::keep_alive<1, 3>(),
-           "Simulator(graph, cluster, options=None, profile=None): options is a dict {priority: 'ready_time'|'rank', "
+           "Simulator(graph, cluster, options=None, profile=None): options is a dict {priority: 'ready_time'|'rank'|'fifo' (default: the cluster's), "
            "use_measured, use_edge_comm, share_bandwidth}; profile a placelab.profile path or dict (else roofline).")
       .def("__repr__", [](const Simulator& s) {
         return fmt::format("<placelab.Simulator '{}' on '{}' ({})>", s.graph().name(), s.cluster().name(),

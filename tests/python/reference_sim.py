@@ -305,7 +305,8 @@ def simulate(graph, cluster_doc, placement, op_times, ranks, priority="ready_tim
         nonlocal total_bytes, num_transfers
         d = dev[o]
         running[d] = None
-        free_at[d] = t + gap[d]  # the gap delays only the device's next op
+        # the gap delays only the device's next op, and follows only an op that took time
+        free_at[d] = t + gap[d] if op_times[o][d] > 0 else t
         # Remote destinations in the order they first appear among the op's out-edges; the tensor's
         # size for a destination is its largest edge there; a control edge needs no transfer.
         dests, size, comm = [], {}, {}
@@ -384,6 +385,8 @@ def simulate(graph, cluster_doc, placement, op_times, ranks, priority="ready_tim
     excess = [max(0, peak[i] - int(c.devices[i]["memory_bytes"])) for i in range(ndev)]
     return dict(
         start=start, end=end, transfers=transfers, step_time_s=max(end),
+        # every device and channel free again (gaps and busy_after; sharing ignores busy_after)
+        busy_until_s=max([max(end)] + free_at + ([] if share_bandwidth else list(net.free.values()))),
         critical_path_s=critical_path(c, edges, dev, op_time, use_edge_comm),
         total_bytes_moved=total_bytes, num_transfers=num_transfers,
         device_busy_s=busy, device_peak_bytes=peak, device_excess_bytes=excess, oom=any(x > 0 for x in excess),

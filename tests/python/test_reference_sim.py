@@ -210,7 +210,7 @@ def differences(result, mine, exact, trace=None):
         return a == b if exact else a == pytest.approx(b, rel=1e-9, abs=1e-12)
 
     out = []
-    for key in ("step_time_s", "critical_path_s", "total_bytes_moved"):
+    for key in ("step_time_s", "busy_until_s", "critical_path_s", "total_bytes_moved"):
         if not same(result[key], mine[key]):
             out.append(f"{key}: engine {result[key]}, reference {mine[key]}")
     for key in ("num_transfers", "oom"):

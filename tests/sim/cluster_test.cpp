@@ -183,6 +183,13 @@ TEST_CASE("sim::presets: every preset builds, DGX-1 routes use NVLink where it e
   CHECK(placeto.transfer_mode() == TransferMode::broadcast);
   CHECK(placeto.route(1, 3).size() == 1);
   CHECK(placeto.route(1, 3)[0] == placeto.route(1, 0)[0]);  // one outgoing bus per device
+  CHECK(placeto.priority() == Priority::fifo);  // Placeto's simulator: FIFO queues, microseconds
+  CHECK(placeto.clock_unit_s() == 1e-6);
+  Cluster again = cluster_from_json(cluster_to_json(placeto), "round trip");
+  CHECK(again.priority() == Priority::fifo);
+  CHECK(again.clock_unit_s() == 1e-6);
+  CHECK(!dgx.priority());
+  CHECK(!cluster_to_json(dgx).contains("priority"));
   CHECK_THROWS_WITH(make_preset("v100-3"), Catch::Contains("unknown cluster preset \"v100-3\" (presets: k80-{1|2|4|8}"));
   Cluster msr = msr_cluster(2, 1, 1e9);
   CHECK(msr.kinds() == std::vector<std::string>{"accelerator", "cpu"});

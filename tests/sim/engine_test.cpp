@@ -389,24 +389,6 @@ TEST_CASE("sim::Simulator: received copies live from transfer start to their las
   CHECK(r.device_peak_bytes[0] == 100);
 }
 
-TEST_CASE("sim::Simulator: the placeto preset broadcasts once, gaps 5.7 us, holds the bus 25 us more", "[sim][golden]") {
-  graphs::Graph g = placeto_example_graph();
-  Cluster c = make_preset("placeto-4");
-  Simulator sim(g, c);
-  Recorder rec(g);
-  SimResult r = sim.simulate(std::vector<int32_t>{0, 1, 2, 0, 1}, &rec);
-  // a 0-10; one transfer to gpu1 and gpu2 10-20, bus0 busy until 45; d 15.7-20.7 (gap);
-  // b 20-40, c 20-50; d's transfer waits for bus0: 45-55; e 55-56.
-  CHECK(rec.ops["d"].start == Approx(15.7e-6));
-  CHECK(rec.ops["b"].start == Approx(20e-6));
-  CHECK(rec.ops["c"].start == Approx(20e-6));
-  CHECK(rec.ops["e"].start == Approx(55e-6));
-  CHECK(r.step_time_s == Approx(56e-6));
-  CHECK(r.num_transfers == 2);
-  CHECK(r.total_bytes_moved == 2 * 76000);
-  CHECK(r.link_busy_s[0] == Approx(70e-6));  // 2 x (10 + 25) us
-}
-
 TEST_CASE("sim::Simulator: priority by ready time (default) or by upward rank", "[sim][golden]") {
   graphs::GraphBuilder b("prio");
   b.add_op(op("busy", 5));  // d0 is busy until 5
