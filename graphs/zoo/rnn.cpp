@@ -42,26 +42,56 @@ std::vector<Tensor> embed_steps(NetBuilder& b, std::string_view name, int64_t ba
   return std::vector<Tensor>(static_cast<size_t>(steps), NetBuilder::view(embedded, {batch, width}));
 }
 
-/** The output layer: shared weights [H, V] and bias, then MatMul, BiasAdd and Softmax per step. */
+/**
+ * The output layer: shared weights [H, V] and bias, then MatMul, BiasAdd and Softmax per step. With
+ * `shards` > 1 the vocabulary is split into that many near-equal slices, as GNMT partitions its softmax
+ * over GPUs (Wu et al. 2016, section 3 and figure 1): slice k has its own weights and, per step, its own
+ * MatMul, BiasAdd and Softmax under softmax/shard<k>/ (the shard's local softmax; its log-sum-exp [B, 1]
+ * goes on), and one SoftmaxCombine per step forms the global log-normaliser from the K log-sum-exps, by
+ * which the loss rescales each slice (as a vocabulary-parallel cross-entropy does). FLOPs and bytes are
+ * the unsharded layer's plus the combine's 5 FLOPs per read value and its [B, 1] output.
+ */
 class SoftmaxLayer {
  public:
-  SoftmaxLayer(NetBuilder& b, int64_t hidden, int64_t vocab)
-      : kernel_(b.in_scope("softmax",
-                           [&] {
-                             return b.variable("kernel", {hidden, vocab});
-                           })),
-        bias_(b.in_scope("softmax", [&] { return b.variable("bias", {vocab}); })) {}
+  SoftmaxLayer(NetBuilder& b, int64_t hidden, int64_t vocab, int64_t shards = 1) {
+    for (int64_t k = 0; k < shards; ++k) {
+      const int64_t width = vocab / shards + (k < vocab % shards ? 1 : 0);
+      auto s = b.scope(shards == 1 ? "softmax" : fmt::format("softmax/shard{}", k));
+      shards_.push_back({b.variable("kernel", {hidden, width}), b.variable("bias", {width})});
+    }
+  }
 
-  Tensor operator()(NetBuilder& b, const Tensor& h, int64_t step) const {
+  void operator()(NetBuilder& b, const Tensor& h, int64_t step) const {
+    const int64_t shards = static_cast<int64_t>(shards_.size());
+    if (shards == 1) {
+      auto s = b.scope("softmax/step{}", step);
+      shard_softmax(b, h, shards_[0]);
+      return;
+    }
+    std::vector<Tensor> log_sum_exps;
+    for (int64_t k = 0; k < shards; ++k) {
+      auto s = b.scope("softmax/shard{}/step{}", k, step);
+      log_sum_exps.push_back(NetBuilder::view(shard_softmax(b, h, shards_[static_cast<size_t>(k)]), {h.dim(0), 1}));
+    }
     auto s = b.scope("softmax/step{}", step);
-    Tensor logits = b.matmul(h, kernel_);
-    logits = b.op({.type = "BiasAdd", .out = logits.shape, .flops = static_cast<double>(logits.elements())},
-                  {logits, bias_});
-    return b.softmax(logits);
+    b.op({.type = "SoftmaxCombine", .out = {h.dim(0), 1}, .flops = cost::kSoftmax * static_cast<double>(h.dim(0) * shards)},
+         log_sum_exps);
   }
 
  private:
-  Tensor kernel_, bias_;
+  struct Shard {
+    Tensor kernel, bias;
+  };
+
+  /** logits = h [B, H] x kernel [H, V_k] + bias, then Softmax over the V_k columns. */
+  static Tensor shard_softmax(NetBuilder& b, const Tensor& h, const Shard& w) {
+    Tensor logits = b.matmul(h, w.kernel);
+    logits = b.op({.type = "BiasAdd", .out = logits.shape, .flops = static_cast<double>(logits.elements())},
+                  {logits, w.bias});
+    return b.softmax(logits);
+  }
+
+  std::vector<Shard> shards_;
 };
 
 /** Runs one LSTM layer over all steps (in reverse when `reverse`); outputs by position. */
@@ -85,6 +115,7 @@ struct Seq2Seq {
   bool bidirectional;     // the bottom encoder layer reads the source both ways (GNMT)
   int32_t residual_from;  // layers >= this add their input to their output
   bool attention;         // additive attention over the encoder outputs, fed to every decoder layer
+  int64_t softmax_shards = 1;  // vocabulary slices of the output softmax (SoftmaxLayer)
 };
 
 /** Bahdanau-style attention of a decoder state over the encoder outputs (GNMT's, simplified). */
@@ -157,7 +188,7 @@ Graph build_seq2seq(std::string name, const Seq2Seq& m) {
     decoder.push_back(make_lstm_layer(b, m.batch, m.hidden + context_width, m.hidden));
   }
   b.set_layer(head);
-  SoftmaxLayer softmax(b, m.hidden, m.vocab);
+  SoftmaxLayer softmax(b, m.hidden, m.vocab, m.softmax_shards);
   Tensor context = attention ? attention->initial_context() : Tensor{};
   for (int64_t t = 0; t < m.steps; ++t) {
     Tensor x = targets[static_cast<size_t>(t)];
@@ -181,6 +212,8 @@ Graph build_seq2seq(std::string name, const Seq2Seq& m) {
 }  // namespace
 
 Graph build_gnmt(const Args& args) {
+  if (args.integer("shards") > args.integer("vocab"))
+    args.fail(fmt::format("shards ({}) exceeds vocab ({})", args.integer("shards"), args.integer("vocab")));
   return build_seq2seq("gnmt", {.layers = args.int32("layers"),
                                 .steps = args.integer("steps"),
                                 .hidden = args.integer("hidden"),
@@ -188,7 +221,8 @@ Graph build_gnmt(const Args& args) {
                                 .batch = args.integer("batch"),
                                 .bidirectional = true,
                                 .residual_from = 2,
-                                .attention = true});
+                                .attention = true,
+                                .softmax_shards = args.integer("shards")});
 }
 
 Graph build_nmt(const Args& args) {

@@ -86,7 +86,10 @@ const std::vector<Generator>& generators() {
       {"gnmt",
        "GNMT (Wu et al. 2016): bidirectional bottom encoder layer, residual LSTM stacks, attention, softmax; unrolled",
        {batch(128), layers(8, 16, "LSTM layers of the encoder and of the decoder"), steps(100), hidden(1024),
-        vocab(32000)},
+        vocab(32000),
+        // 8: one slice per GPU of GNMT's 8-GPU model replica, over which it partitions its softmax (Wu et al.
+        // 2016, section 3, figure 1); 1 is the single softmax of the other recurrent models.
+        integer("shards", 8, 1, 1024, "vocabulary slices of the output softmax, one MatMul + Softmax each")},
        build_gnmt},
       {"rnnlm",
        "LSTM language model (as in GDP), unrolled, with a softmax per step",

@@ -1,10 +1,13 @@
 // The human experts' placements the papers compare against, keyed by the zoo graph's name: GNMT, RNNLM
 // and the NMT family layer-wise over the GPUs with the attention and softmax (the last `layer`) on the last
-// GPU (Wu et al. 2016, as GDP and Placeto ran it); Inception-v3 and ResNet-50 on one GPU; Transformer-XL,
+// GPU (Wu et al. 2016, as GDP and Placeto ran it), except that the slices of a sharded softmax
+// (softmax/shard<k>/) are spread over all GPUs, as GNMT partitions its softmax (Wu et al. 2016, section 3,
+// figure 1); Inception-v3 and ResNet-50 on one GPU; Transformer-XL,
 // WaveNet, AmoebaNet, NASNet and BERT in contiguous blocks of layers balanced by compute; any other graph
 // in contiguous balanced blocks of its topological order. Training graphs follow their forward ops through
 // colocation. With {"split_file": F}, an msr-dnn-partitioning human-expert split (Tarnawski et al.).
 #include <algorithm>
+#include <charconv>
 #include <filesystem>
 #include <map>
 
@@ -32,7 +35,7 @@ Rule rule_of(std::string_view name) {
 
 std::string_view rule_name(Rule r) {
   switch (r) {
-    case Rule::layer_wise: return "layer-wise, head on the last GPU";
+    case Rule::layer_wise: return "layer-wise, head on the last GPU, softmax slices over all GPUs";
     case Rule::one_gpu: return "one GPU";
     case Rule::layer_blocks: return "contiguous layer blocks balanced by compute";
     case Rule::topo_blocks: return "contiguous topological blocks balanced by compute";
@@ -59,6 +62,27 @@ std::vector<int32_t> unit_layers(const Units& units) {
       if (g.layer(op) != graphs::kNoClass && (layer[u] == graphs::kNoClass || g.layer(op) < layer[u]))
         layer[u] = g.layer(op);
   return layer;
+}
+
+/** Per unit: k if one of its ops sits under "softmax/shard<k>/" (a slice of a sharded softmax), else -1. */
+std::vector<int32_t> softmax_shards(const Units& units) {
+  constexpr std::string_view kPrefix = "softmax/shard";
+  const graphs::Graph& g = units.simulator().graph();
+  std::vector<int32_t> shard(units.num_units(), -1);
+  for (int32_t u = 0; u < units.num_units(); ++u)
+    for (graphs::OpId op : units.ops(u)) {
+      const std::string& name = g.op_name(op);
+      const size_t at = name.find(kPrefix);
+      if (at == std::string::npos || (at > 0 && name[at - 1] != '/')) continue;
+      const char* digits = name.data() + at + kPrefix.size();
+      int32_t k = -1;
+      auto [end, ec] = std::from_chars(digits, name.data() + name.size(), k);
+      if (ec == std::errc() && end != digits && (*end == '/' || end == name.data() + name.size())) {
+        shard[u] = k;
+        break;
+      }
+    }
+  return shard;
 }
 
 /** Units still at -1 take the device of their first op's first predecessor (in topological order), else `fallback`. */
@@ -90,11 +114,16 @@ std::vector<int32_t> place_by_rule(const Units& units, Rule rule) {
     return sum / G;
   };
   switch (rule) {
-    case Rule::layer_wise:
+    case Rule::layer_wise: {
+      const std::vector<int32_t> shard = softmax_shards(units);
+      const int64_t shards = n == 0 ? 0 : *std::max_element(shard.begin(), shard.end()) + 1;
       for (int32_t u = 0; u < n; ++u)
-        if (layer[u] >= 0)
+        if (shard[u] >= 0)  // slice k of K on GPU k * G / K: every GPU holds a share of the vocabulary
+          where[u] = gpus[shard[u] * G / shards];
+        else if (layer[u] >= 0)
           where[u] = layer[u] >= head ? gpus[G - 1] : gpus[static_cast<int64_t>(layer[u]) * G / std::max(head, 1)];
       break;
+    }
     case Rule::one_gpu: {
       std::vector<double> speed = speeds_of(units, gpus);
       int32_t best = static_cast<int32_t>(std::max_element(speed.begin(), speed.end()) - speed.begin());

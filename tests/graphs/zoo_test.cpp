@@ -157,24 +157,26 @@ TEST_CASE("graphs::zoo: op counts of the real models are stable", "[graphs]") {
   CHECK(zoo::make_model("amoebanet").num_ops() == 1136);
 }
 
-TEST_CASE("graphs::zoo: GNMT op count follows its layers and steps", "[graphs]") {
+TEST_CASE("graphs::zoo: GNMT op count follows its layers, steps and softmax shards", "[graphs]") {
   // Per step, encoder: bidirectional bottom layer 2 x 14 + Concat, 14 per further layer, residual
   // Add from layer 2; decoder: 14 per layer, residual Adds, attention (MatMul, Add, Tanh, MatMul,
-  // Softmax, BatchMatMul) and softmax (MatMul, BiasAdd, Softmax). Once: 2 ids + 2 Embedding; kernel,
-  // bias and initial state per LSTM (L + 1 encoder, L decoder); attention Pack, memory MatMul, 2
-  // weights, initial context; softmax kernel and bias.
-  auto expected = [](int64_t layers, int64_t steps) {
+  // Softmax, BatchMatMul) and softmax (MatMul, BiasAdd, Softmax per shard, plus a SoftmaxCombine when
+  // sharded). Once: 2 ids + 2 Embedding; kernel, bias and initial state per LSTM (L + 1 encoder, L
+  // decoder); attention Pack, memory MatMul, 2 weights, initial context; kernel and bias per shard.
+  auto expected = [](int64_t layers, int64_t steps, int64_t shards) {
     const int64_t residual = std::max<int64_t>(0, layers - 2);
     const int64_t encoder_step = 29 + 14 * (layers - 1) + residual;
-    const int64_t decoder_step = 14 * layers + residual + 6 + 3;
-    return steps * (encoder_step + decoder_step) + 4 + 3 * (2 * layers + 1) + 5 + 2;
+    const int64_t decoder_step = 14 * layers + residual + 6 + 3 * shards + (shards > 1 ? 1 : 0);
+    return steps * (encoder_step + decoder_step) + 4 + 3 * (2 * layers + 1) + 5 + 2 * shards;
   };
-  for (int layers : {2, 4, 8}) {
-    INFO("layers " << layers);
-    CHECK(zoo::make_model("gnmt", {{"layers", layers}, {"steps", 5}}).num_ops() == expected(layers, 5));
-  }
+  for (int layers : {2, 4, 8})
+    for (int shards : {1, 3, 8}) {
+      INFO("layers " << layers << ", shards " << shards);
+      CHECK(zoo::make_model("gnmt", {{"layers", layers}, {"steps", 5}, {"shards", shards}}).num_ops() ==
+            expected(layers, 5, shards));
+    }
   Graph g = zoo::make_model("gnmt", {{"layers", 8}});
-  CHECK(g.num_ops() == expected(8, 100));
+  CHECK(g.num_ops() == expected(8, 100, 8));
   CHECK(g.num_ops() > 25000);
 
   // Expert rules find the LSTM layer of every op; attention and softmax sit past the last layer.
@@ -190,13 +192,29 @@ TEST_CASE("graphs::zoo: GNMT op count follows its layers and steps", "[graphs]")
     }
   }
   CHECK(misplaced == 0);
-  CHECK(head_ops == 100 * (6 + 3) + 4 + 2);  // per-step attention and softmax, their weights
-  CHECK(layer3_ops == 2 * (100 * 15 + 3));   // 14 LSTM ops + residual Add per step, weights, state
-  for (std::string_view name : {"decoder/attention/step7/Softmax", "softmax/step7/Softmax"}) {
+  CHECK(head_ops == 100 * (6 + 3 * 8 + 1) + 4 + 2 * 8);  // per-step attention and softmax, their weights
+  CHECK(layer3_ops == 2 * (100 * 15 + 3));               // 14 LSTM ops + residual Add per step, weights, state
+  for (std::string_view name : {"decoder/attention/step7/Softmax", "softmax/shard5/step7/Softmax"}) {
     REQUIRE(g.find_op(name) >= 0);
     CHECK(g.op_type(g.find_op(name)) == "Softmax");
   }
+  REQUIRE(g.find_op("softmax/step7/SoftmaxCombine") >= 0);
   REQUIRE(g.find_op("encoder/layer0/bw/step99/MatMul") >= 0);
+}
+
+TEST_CASE("graphs::zoo: GNMT's sharded softmax costs the unsharded one plus the combines", "[graphs]") {
+  // Slices of 32000 / 3 are uneven (10667, 10667, 10666): their FLOPs, parameters and outputs still add
+  // up to the single softmax's; each step adds one SoftmaxCombine reading K values per row ([B, 1] out).
+  const int64_t batch = 16, steps = 6, shards = 3;
+  auto stats = [&](int64_t k) {
+    return zoo::make_model("gnmt", {{"layers", 2}, {"steps", steps}, {"batch", batch}, {"shards", k}}).stats();
+  };
+  const GraphStats one = stats(1), sharded = stats(shards);
+  CHECK(sharded.param_bytes == one.param_bytes);
+  CHECK(sharded.flops == Approx(one.flops + steps * 5.0 * batch * shards).epsilon(1e-12));
+  CHECK(sharded.output_bytes == Approx(one.output_bytes + steps * 4.0 * batch).epsilon(1e-12));
+  CHECK_THROWS_WITH(zoo::make_model("gnmt", {{"vocab", 4}, {"shards", 5}}),
+                    Catch::Contains("shards (5) exceeds vocab (4)"));
 }
 
 TEST_CASE("graphs::zoo: the 8-layer GNMT training graph has over 50,000 ops, as in GDP", "[graphs]") {

@@ -157,14 +157,18 @@ TEST_CASE("policy::annealing: never worse than its start, and it searches", "[po
 
 TEST_CASE("policy::human_expert: the papers' rules per zoo model", "[policy]") {
   const sim::Cluster c = sim::make_preset("v100-nvlink-4");
-  SECTION("GNMT layer-wise, attention and softmax on the last GPU; training ops follow their forward op") {
-    const graphs::Graph fwd = graphs::zoo::make_model("gnmt", {{"layers", 4}, {"steps", 3}});
+  SECTION("GNMT layer-wise, attention on the last GPU, softmax slices over all; training ops follow") {
+    const graphs::Graph fwd = graphs::zoo::make_model("gnmt", {{"layers", 4}, {"steps", 3}});  // 8 slices
     for (const graphs::Graph& g : {fwd, graphs::expand_training(fwd)}) {
       sim::Simulator s(g, c);
       auto where = run_placer("human_expert", s).device_of;
       for (graphs::OpId op = 0; op < g.num_ops(); ++op) {
-        INFO(g.op_name(op));
-        if (g.layer(op) >= 0) CHECK(where[op] == std::min(g.layer(op), 3));
+        const std::string& name = g.op_name(op);
+        INFO(name);
+        if (name.starts_with("softmax/shard"))  // slice k of 8 on GPU k * 4 / 8
+          CHECK(where[op] == (name[13] - '0') / 2);
+        else if (g.layer(op) >= 0)
+          CHECK(where[op] == std::min(g.layer(op), 3));
       }
     }
   }

@@ -986,15 +986,18 @@ def gpu_cluster(speeds, cpu=True):
 
 def test_human_expert_zoo_rules():
     # placers.md `human_expert`: "gnmt ...: LSTM layer l of L on GPU l * G / L, the last layer index
-    # (attention and softmax) on the last GPU"; "inception_v3, resnet*: everything on the fastest GPU";
-    # '"GPUs" are the devices whose kind is not cpu'.
-    for layers, G in [(3, 4), (3, 2), (5, 3), (2, 4)]:
-        g = pl.make_model("gnmt", {"batch": 2, "layers": layers, "steps": 2, "hidden": 8, "vocab": 16})
+    # (attention, the softmax's combine) on the last GPU, slice k of a softmax in K slices on GPU k * G / K";
+    # "inception_v3, resnet*: everything on the fastest GPU"; '"GPUs" are the devices whose kind is not cpu'.
+    for layers, G, K in [(3, 4, 8), (3, 2, 1), (5, 3, 8), (2, 4, 3)]:
+        g = pl.make_model("gnmt", {"batch": 2, "layers": layers, "steps": 2, "hidden": 8, "vocab": 16, "shards": K})
         p, _ = pl.place(pl.Simulator(g, gpu_cluster([1e12] * G)), "human_expert")
         last = int(g.layer.max())
         for v in range(g.num_ops):
-            l = int(g.layer[v])
-            want = G - 1 if l == last else l * G // last
+            l, name = int(g.layer[v]), g.op_names[v]
+            if name.startswith("softmax/shard"):
+                want = int(name.split("/")[1][len("shard"):]) * G // K
+            else:
+                want = G - 1 if l == last else l * G // last
             assert p[v] == want, (layers, G, g.op_names[v], l, int(p[v]), want)
     g = pl.make_model("resnet50", {"batch": 1, "image_size": 32})
     sim = pl.Simulator(g, gpu_cluster([2e12, 8e12, 4e12]))
@@ -1209,3 +1212,22 @@ def test_milp_gap_is_relative_to_the_model():
     assert close(info["milp_objective"], 6.0) and info["bound"] <= info["milp_objective"]
     assert info["bound"] > o.optimum()  # a bound on the model, not on the evaluator
     assert close(info["gap"], (info["milp_objective"] - info["bound"]) / info["milp_objective"], 1e-9), info
+
+
+def test_gnmt8_training_fits_on_v100_nvlink_8():
+    # docs/zoo.md "Fits in memory": with GNMT's softmax in 8 slices, one per GPU (the expert's rule), the
+    # 8-layer training graph on 8 V100s has a placement that fits (m-ETF's), and the expert's last GPU
+    # no longer holds the whole softmax (29.4 GB with one slice; before the slices every placer was OOM).
+    def expert_and_m_etf(shards):
+        g = pl.expand_training(pl.make_model("gnmt", {"layers": 8, "shards": shards}))
+        sim = pl.Simulator(g, pl.make_preset("v100-nvlink-8"))
+        expert, _ = pl.place(sim, "human_expert")
+        m_etf, _ = pl.place(sim, "m_etf")
+        return g, expert, sim.simulate(expert), sim.simulate(m_etf)
+    g, expert, sharded, m_etf = expert_and_m_etf(8)
+    assert not m_etf["oom"], m_etf["device_peak_bytes"]
+    slices = {int(n.split("/")[1][len("shard"):]): int(expert[v]) for v, n in enumerate(g.op_names)
+              if n.startswith("softmax/shard")}
+    assert slices == {k: k for k in range(8)}
+    _, _, whole, _ = expert_and_m_etf(1)
+    assert whole["oom"] and sharded["device_peak_bytes"][7] < 0.75 * whole["device_peak_bytes"][7]
