@@ -144,7 +144,7 @@ const std::vector<Family>& families() {
          // UPI: 3 links x 11.2 GT/s ~ 3 x 22.4 GB/s per direction (Intel Xeon Scalable 3rd gen).
          if (n == 2) b.link("upi", "cpu0", "cpu1", 67.2 * G, 0.5e-6);
        }},
-      {{"cpu-gpu", {1, 2, 4, 8}, "HSDAG's setting: one CPU socket and V100 PCIe GPUs in one host"},
+      {{"cpu-gpu", {1, 2, 4, 8}, "a CPU + GPU server: one CPU socket and V100 PCIe GPUs in one host"},
        [](Builder& b, int n) {
          xeon(b, "cpu0");
          for (int g = 0; g < n; ++g) v100_pcie(b, gpu(g));
@@ -155,6 +155,20 @@ const std::vector<Family>& families() {
            b.link(fmt::format("pcie_switch{}-root", s), fmt::format("pcie_switch{}", s), "root_complex", kPcie3x16, kPcieLatency);
          for (int g = 0; g < n; ++g)
            b.link(gpu(g) + "-pcie", gpu(g), fmt::format("pcie_switch{}", g / 2), kPcie3x16, kPcieLatency);
+       }},
+      {{"desktop-igpu", {1}, "HSDAG's kind of machine: a desktop CPU and its integrated GPU sharing DDR5"},
+       [](Builder& b, int) {
+         // Core i9-12900K (Intel ARK): 8 P-cores x 32 FP32 FLOP/cycle (two 256-bit FMA units) x 4.9 GHz
+         // all-core turbo + 8 E-cores x 16 FLOP/cycle x 3.7 GHz = 1.73 TFLOPS; dual-channel DDR5-4800
+         // = 76.8 GB/s. Its UHD Graphics 770: 32 EUs x 16 FP32 FLOP/cycle x 1.55 GHz = 0.79 TFLOPS, on the
+         // same DDR5. 32 GiB of DRAM, of which the GPU may map half (Intel's shared-memory limit).
+         b.device("cpu0", "cpu", 1.728 * T, 76.8 * G, 32 * GiB, kCpuLaunch, kCpuEfficiency);
+         // OpenCL kernel enqueue on an integrated GPU: ~10 us per op (typical magnitude).
+         b.device("igpu0", "igpu", 0.7936 * T, 76.8 * G, 16 * GiB, 10e-6, kGpuEfficiency);
+         // A tensor changes device by a copy through DRAM (read + write: half of 76.8 GB/s) after a queue
+         // synchronisation (~20 us, typical magnitude). Both devices draw on one DRAM: the simulator
+         // gives each its full bandwidth, so overlapped memory-bound ops are optimistic.
+         b.link("shared-dram", "cpu0", "igpu0", 38.4 * G, 20e-6);
        }},
       {{"eth", {1, 2, 4, 8}, "one V100 PCIe per host, hosts on 25 Gb Ethernet through one switch"},
        [](Builder& b, int n) {

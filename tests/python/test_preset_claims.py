@@ -15,7 +15,7 @@ GiB = 2 ** 30
 TABLE = {
     "k80": [1, 2, 4, 8], "p100": [1, 2, 4, 8], "v100-nvlink": [1, 2, 4, 8], "v100-pcie": [1, 2, 4, 8],
     "a100": [1, 2, 4, 8], "h100": [1, 2, 4, 8], "cpu": [1, 2], "cpu-gpu": [1, 2, 4, 8],
-    "eth": [1, 2, 4, 8], "ib": [1, 2, 4, 8], "placeto": [1, 2, 4, 8],
+    "eth": [1, 2, 4, 8], "ib": [1, 2, 4, 8], "placeto": [1, 2, 4, 8], "desktop-igpu": [1],
 }
 ALL = [f"{f}-{n}" for f, ns in TABLE.items() for n in ns]
 
@@ -78,7 +78,7 @@ def test_device_count_and_default_routes(name):
     v = View(name)
     fam, n = name.rsplit("-", 1)
     n = int(n)
-    expect = n + 1 if fam == "cpu-gpu" else n
+    expect = n + 1 if fam in ("cpu-gpu", "desktop-igpu") else n
     assert v.c.num_devices == len(v.names) == expect
     for s, t in itertools.permutations(range(expect), 2):
         links = v.c.route(s, t)
@@ -138,7 +138,7 @@ def test_launch_overheads_and_efficiencies(name):
     for x in v.d["devices"]:
         cpu = x["kind"] == "cpu"
         assert x["efficiency"] == approx(0.5 if cpu else 0.7), x["name"]
-        if not name.startswith("placeto"):
+        if not name.startswith("placeto") and x["kind"] != "igpu":  # the igpu: 10 us, checked below
             assert x["launch_overhead_s"] == approx(2e-6 if cpu else 5e-6), x["name"]
 
 
@@ -388,3 +388,25 @@ def test_round_trip(name):
     n = c.num_devices
     for s, t in itertools.permutations(range(n), 2):
         assert c2.route(s, t) == c.route(s, t)
+
+
+def test_desktop_igpu():
+    # "a Core i9-12900K (kind cpu: ... 1.73 TFLOP/s, ... 76.8 GB/s, 32 GiB) and its UHD Graphics 770 (kind
+    # igpu: ... 0.79 TFLOP/s, the same DDR5, 16 GiB of it, 10 us per kernel enqueue)"; "one link shared-dram:
+    # ... 38.4 GB/s ... after a 20 us queue synchronisation".
+    v = View("desktop-igpu-1")
+    cpu, igpu = v.d["devices"]
+    assert (cpu["kind"], igpu["kind"]) == ("cpu", "igpu")
+    assert cpu["peak_flops_per_s"] == approx(8 * 32 * 4.9e9 + 8 * 16 * 3.7e9)
+    assert igpu["peak_flops_per_s"] == approx(32 * 16 * 1.55e9)
+    assert cpu["memory_bandwidth_bytes_per_s"] == igpu["memory_bandwidth_bytes_per_s"] == approx(76.8e9)
+    assert (cpu["memory_bytes"], igpu["memory_bytes"]) == (32 * GiB, 16 * GiB)
+    assert igpu["launch_overhead_s"] == approx(10e-6)
+    (link,) = v.d["links"]
+    assert (link["name"], link["bandwidth_bytes_per_s"], link["latency_s"]) == ("shared-dram", approx(38.4e9), approx(20e-6))
+    # "of comparable speed: splits beat both CPU-only and GPU-only": HEFT's split of Inception-v3 inference.
+    g = pl.make_model("inception_v3")
+    sim = pl.Simulator(g, v.c)
+    cpu_only, gpu_only = (sim.simulate([d] * g.num_ops)["step_time_s"] for d in (0, 1))
+    placement, _ = pl.place(sim, "heft", {}, 1)
+    assert sim.simulate(placement)["step_time_s"] < 0.9 * min(cpu_only, gpu_only)
