@@ -283,6 +283,15 @@ def convergence(result: dict, tolerance: float = 0.01) -> tuple[int, int] | None
     return k + 1, sims[k]
 
 
+def to_reach(result: dict, target_s: float) -> tuple[int, int, float] | None:
+    """(training steps, simulations, wall seconds) until a learned placer's best cost first reached `target_s`
+    (from its curve; placed with {"curve": True}); None if it never did."""
+    info = result.get("info", {})
+    best, sims, wall = (info.get(k, []) for k in ("curve_best_cost_s", "curve_simulations", "curve_wall_s"))
+    k = next((i for i, b in enumerate(best) if b is not None and b <= target_s), None)
+    return None if k is None or k >= min(len(sims), len(wall)) else (k + 1, sims[k], wall[k])
+
+
 def learned_info(result: dict) -> tuple[str, str]:
     """Training steps and wall time to the best placement, as a learned placer reports them ('-' otherwise)."""
     info = result.get("info", {})

@@ -135,15 +135,15 @@ void run(const TrainArgs& a) {
                                           saved_options ? saved_where + ": reward saved there" : "--options.reward");
     options.erase("reward");
   }
-  std::unique_ptr<rl::Learner> learner;  // bad names and options first
+  auto cluster = std::make_shared<const sim::Cluster>(sim::load_cluster(a.cluster));
+  std::unique_ptr<rl::Learner> learner;  // bad names and options before the graphs are built
   try {
-    learner = rl::make_learner(policy, options, seed);
+    learner = rl::make_learner(policy, options, seed, cluster->num_devices());
   } catch (const Error& e) {
     if (!saved_options) throw;
     throw Error(fmt::format("{}: options saved there: {}", saved_where, e.what()));
   }
 
-  auto cluster = std::make_shared<const sim::Cluster>(sim::load_cluster(a.cluster));
   std::vector<rl::Task> tasks;
   for (const std::string& spec : split_graph_specs(a.graphs)) {
     auto graph = std::make_shared<const graphs::Graph>(load_graph(spec));

@@ -13,6 +13,7 @@
 #include "graphs/error.h"
 #include "graphs/json_util.h"
 #include "policy/classic/units.h"
+#include "policy/learned/classical_start.h"
 #include "policy/placer.h"
 #include "policy/rl/pg.h"
 
@@ -110,17 +111,7 @@ GdpOptions gdp_options_from_json(const nlohmann::json& options) {
     }
     o.warm_start = it->get<std::string>();
   }
-  const std::vector<std::string> warm_placers = policy::split_placer_names(o.warm_start);
-  for (const std::string& name : warm_placers) {
-    try {
-      policy::make_placer(name);
-    } catch (const Error& e) {  // lists the known placers; say which option named it
-      throw Error(fmt::format("placer gdp options: \"warm_start\": {}", e.what()));
-    }
-    if (rl::is_learned_policy(name))
-      throw Error(fmt::format("placer gdp options: \"warm_start\" names the learned placer \"{}\"; use classical "
-                              "ones such as \"heft,metis\"", name));
-  }
+  const std::vector<std::string> warm_placers = classical_placers("gdp", "warm_start", o.warm_start);
   if (o.warm_steps > 0 && warm_placers.empty())
     throw Error("placer gdp options: \"warm_steps\" > 0 needs at least one placer in \"warm_start\"");
   if (o.hidden % o.heads != 0) {

@@ -9,6 +9,7 @@
 
 #include "graphs/error.h"
 #include "graphs/json_util.h"
+#include "policy/learned/classical_start.h"
 #include "policy/learned/gdp.h"
 #include "policy/placer.h"
 #include "policy/rl/pg.h"
@@ -73,25 +74,11 @@ GdpLearner::TaskCache& GdpLearner::cache(const rl::Task& task) {
 const std::vector<int32_t>& GdpLearner::warm_target(const rl::Task& task) {
   TaskCache& entry = cache(task);
   if (!entry.warm_target.empty()) return entry.warm_target;
-  const Problem& problem = *task.problem;
-  const std::vector<std::string> names = policy::split_placer_names(options_.warm_start);
-  std::vector<std::vector<int32_t>> candidates;
-  for (const std::string& name : names)
-    candidates.push_back(policy::make_placer(name)->place(policy::PlaceRequest{*task.simulator}).device_of);
-  const rl::Evaluation evaluation = rl::evaluate(task, candidates);
-  const size_t best = best_index(evaluation);
-  entry.warm_reward = evaluation.reward[best];
-  std::vector<int32_t> choice(static_cast<size_t>(problem.num_units()));
-  for (int32_t u = 0; u < problem.num_units(); ++u) {
-    const int32_t d = candidates[best][static_cast<size_t>(problem.units().ops(u)[0])];
-    if (!problem.allowed()(u, d)) {
-      throw Error(fmt::format("gdp warm start: placer \"{}\" put unit {} on device {}, which it may not use",
-                              names[best], u, d));
-    }
-    choice[static_cast<size_t>(u)] = d;
-  }
-  if (entry.decoder) entry.warm_decisions = entry.decoder->follow(choice);
-  entry.warm_target = std::move(choice);
+  ClassicalStart start =
+      best_classical_start(task, policy::split_placer_names(options_.warm_start), "gdp warm start");
+  entry.warm_reward = start.reward;
+  if (entry.decoder) entry.warm_decisions = entry.decoder->follow(start.units);
+  entry.warm_target = std::move(start.units);
   return entry.warm_target;
 }
 

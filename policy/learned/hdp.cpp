@@ -139,9 +139,10 @@ ad::MatrixF block_prior(std::span<const double> position, int32_t groups, double
 
 namespace {
 
-const std::vector<std::string> kCommonKeys = {"groups",         "hidden",        "rollouts",  "lr",
-                                              "entropy",        "baseline_decay", "max_grad_norm", "algorithm",
-                                              "ppo_epochs",     "ppo_clip",      "place_samples", "block_prior"};
+const std::vector<std::string> kCommonKeys = {
+    "groups",     "hidden",     "rollouts",        "lr",           "entropy",  "baseline_decay",  "max_grad_norm",
+    "algorithm",  "ppo_epochs", "ppo_clip",        "place_samples", "block_prior", "logits_noise", "stop_noise_step",
+    "tanh_constant", "lr_decay", "decay_steps", "start_decay_step", "failing_signal"};
 
 /** std of `a` around its mean (0 for fewer than two values). */
 double spread(std::span<const double> a) {
@@ -156,8 +157,8 @@ double spread(std::span<const double> a) {
 }  // namespace
 
 GroupedLearner::GroupedLearner(std::string name, const nlohmann::json& options, std::vector<std::string> own_keys,
-                               uint64_t seed)
-    : init_rng_(seed), name_(std::move(name)), user_options_(options.is_null() ? nlohmann::json::object() : options),
+                               uint64_t seed, GroupedOptions defaults)
+    : opt_(std::move(defaults)), init_rng_(seed), name_(std::move(name)), user_options_(options.is_null() ? nlohmann::json::object() : options),
       options_json_(nlohmann::json::object()), rng_(seed ^ 0x9E3779B97F4A7C15ull) {
   std::vector<std::string> known = kCommonKeys;
   known.insert(known.end(), own_keys.begin(), own_keys.end());
@@ -174,6 +175,14 @@ GroupedLearner::GroupedLearner(std::string name, const nlohmann::json& options, 
   opt_.ppo_clip = option_number("ppo_clip", opt_.ppo_clip);
   opt_.place_samples = static_cast<int32_t>(option_int("place_samples", opt_.place_samples, 0));
   opt_.block_prior = option_number("block_prior", opt_.block_prior);
+  opt_.logits_noise = option_number("logits_noise", opt_.logits_noise);
+  opt_.stop_noise_step = static_cast<int32_t>(option_int("stop_noise_step", opt_.stop_noise_step, 0));
+  opt_.tanh_constant = option_number("tanh_constant", opt_.tanh_constant);
+  opt_.lr_decay = option_number("lr_decay", opt_.lr_decay);
+  if (opt_.lr_decay > 1) throw Error(fmt::format("placer {} options: lr_decay must be at most 1", name_));
+  opt_.decay_steps = static_cast<int32_t>(option_int("decay_steps", opt_.decay_steps));
+  opt_.start_decay_step = static_cast<int32_t>(option_int("start_decay_step", opt_.start_decay_step, 0));
+  opt_.failing_signal = option_number("failing_signal", opt_.failing_signal);
   baseline_ = rl::MovingBaseline(opt_.baseline_decay);
 }
 
@@ -221,6 +230,14 @@ void GroupedLearner::set_params(nn::ParamList<float> params) {
 }
 
 rl::Sampled GroupedLearner::choose(const ad::MatrixF& logits, const ad::Mask* allowed, bool greedy) {
+  if (!greedy && noise_ > 0) {
+    // The TensorFlow HDP's exploration: noise of `noise_` times the logits' RMS on what is sampled from.
+    const float rms = std::sqrt(logits.squaredNorm() / static_cast<float>(std::max<Index>(1, logits.size())));
+    std::normal_distribution<float> normal(0.0f, static_cast<float>(noise_) * rms);
+    ad::MatrixF noisy = logits;
+    for (Index i = 0; i < noisy.size(); ++i) noisy.data()[i] += normal(rng_);
+    return rl::sample_rows(noisy, allowed, rng_);
+  }
   if (!greedy) return rl::sample_rows(logits, allowed, rng_);
   rl::Sampled out;
   out.choice = rl::argmax_rows(logits, allowed);
@@ -228,13 +245,23 @@ rl::Sampled GroupedLearner::choose(const ad::MatrixF& logits, const ad::Mask* al
   return out;
 }
 
-rl::StepStats GroupedLearner::train_step(const rl::Task& task, int64_t /*step*/) {
+rl::StepStats GroupedLearner::train_step(const rl::Task& task, int64_t step) {
   const Problem& problem = *task.problem;
+  noise_ = step < opt_.stop_noise_step ? opt_.logits_noise : 0;
   const std::vector<GroupedRollout> rollouts = sample(problem, opt_.rollouts, false);
+  noise_ = 0;
+  if (opt_.lr_decay < 1 && step >= opt_.start_decay_step)
+    optimizer_->set_lr(opt_.lr * std::pow(opt_.lr_decay, static_cast<double>((step - opt_.start_decay_step) / opt_.decay_steps)));
   std::vector<std::vector<int32_t>> placements;
   placements.reserve(rollouts.size());
   for (const auto& r : rollouts) placements.push_back(problem.expand(unit_devices(problem, r.unit_groups, r.group_device)));
-  const rl::Evaluation eval = rl::evaluate(task, placements);
+  rl::Evaluation eval = rl::evaluate(task, placements);
+  if (opt_.failing_signal > 0) {
+    // HDP's failing signal: a placement that does not fit costs a fixed, large time (100 s there).
+    const double failing = rl::reward(rl::Score{.cost_s = opt_.failing_signal * task.reference_s}, task.reference_s, task.reward);
+    for (size_t i = 0; i < eval.reward.size(); ++i)
+      if (eval.oom[i]) eval.reward[i] = failing;
+  }
 
   // Advantages against the moving baseline (HDP), in units of this batch's reward spread so the step size
   // does not depend on the graph; the floor keeps a batch of equal rewards from exploding.
@@ -325,7 +352,23 @@ constexpr int32_t kUnitInput = kUnitFeatures + kPositionFeatures + kTypeEmbed;
  */
 class HdpLearner final : public GroupedLearner {
  public:
-  HdpLearner(const nlohmann::json& options, uint64_t seed) : GroupedLearner("hdp", options, {}, seed) {
+  /**
+   * The TensorFlow implementation's exploration (hierarchical_controller.py): many groups (80 = 20 x 4
+   * devices; per cluster min(256, 20 x devices), hdp_cluster_defaults), device logits bounded by tanh,
+   * and noise of half their RMS on the logits sampled from, until step 300 (750 there, in runs of
+   * thousands of steps). Without them the placer collapsed onto one device within 20 steps and never
+   * left it; measurements in docs/learned.md#hdp.
+   */
+  static GroupedOptions hdp_defaults() {
+    GroupedOptions d;
+    d.groups = 80;
+    d.tanh_constant = 1;
+    d.logits_noise = 0.5;
+    d.stop_noise_step = 300;
+    return d;
+  }
+
+  HdpLearner(const nlohmann::json& options, uint64_t seed) : GroupedLearner("hdp", options, {}, seed, hdp_defaults()) {
     const Index h = opt_.hidden, g = opt_.groups;
     std::mt19937_64& rng = init_rng_;
     type_embed_ = nn::Embedding(kOpTypeBuckets, kTypeEmbed, rng);
@@ -480,8 +523,11 @@ class HdpLearner final : public GroupedLearner {
       context = ad::matmul(ad::softmax_rows(ad::transpose(scores)), enc);
       const Tensor query = query_.forward(ad::concat_cols<float>({state.h, context}));
       const Tensor keys = key_.forward(ad::concat_cols<float>({dev_emb, Tensor::leaf(load)}));
-      logits.push_back(ad::add(ad::mul_scalar(ad::matmul_nt(query, keys), inv_sqrt_h),
-                               ad::transpose(ad::slice_rows(pair_score, t * d, d))));
+      Tensor scores_t = ad::add(ad::mul_scalar(ad::matmul_nt(query, keys), inv_sqrt_h),
+                                ad::transpose(ad::slice_rows(pair_score, t * d, d)));
+      if (opt_.tanh_constant > 0)  // bounded: no device is ever ruled out (TensorFlow HDP's tanh_constant)
+        scores_t = ad::mul_scalar(ad::tanh(scores_t), static_cast<float>(opt_.tanh_constant));
+      logits.push_back(scores_t);
       devices[t] = pick(logits.back(), t);
       if (total_s > 0) load(devices[t], 0) += static_cast<float>(group_time_s[t] / total_s);
       previous = ad::slice_rows(dev_emb, devices[t], 1);
@@ -500,6 +546,10 @@ class HdpLearner final : public GroupedLearner {
 
 std::unique_ptr<rl::Learner> make_hdp_learner(const nlohmann::json& options, uint64_t seed) {
   return std::make_unique<HdpLearner>(options, seed);
+}
+
+void hdp_cluster_defaults(nlohmann::json& options, int32_t devices) {
+  if (!options.contains("groups")) options["groups"] = std::min(256, 20 * devices);
 }
 
 }  // namespace placelab::learned

@@ -100,6 +100,14 @@ struct GroupedOptions {
   double ppo_clip = 0.2;
   int32_t place_samples = 16;    // place(): the best of the greedy decision and this many samples
   double block_prior = 1;        // strength of the grouper's topological prior (block_prior())
+  // The TensorFlow implementation's exploration and schedule (tensorflow/python/grappler/hierarchical_controller.py):
+  double logits_noise = 0;       // Gaussian noise on sampled logits, this many times their RMS, ...
+  int32_t stop_noise_step = 750;  // ... until this step
+  double tanh_constant = 0;      // > 0: device logits become tanh_constant * tanh(logits) (bounded)
+  double lr_decay = 1;           // the learning rate times lr_decay every decay_steps steps ...
+  int32_t decay_steps = 50;
+  int32_t start_decay_step = 400;  // ... from this step on
+  double failing_signal = 0;     // > 0: an out-of-memory rollout costs this many times the reference
 };
 
 /**
@@ -109,7 +117,8 @@ struct GroupedOptions {
  */
 class GroupedLearner : public rl::Learner {
  public:
-  GroupedLearner(std::string name, const nlohmann::json& options, std::vector<std::string> own_keys, uint64_t seed);
+  GroupedLearner(std::string name, const nlohmann::json& options, std::vector<std::string> own_keys, uint64_t seed,
+                 GroupedOptions defaults = {});
 
   std::string name() const override { return name_; }
   nlohmann::json options() const override { return options_json_; }
@@ -150,6 +159,7 @@ class GroupedLearner : public rl::Learner {
   nn::ParamList<float> params_;
   std::unique_ptr<nn::Adam> optimizer_;
   std::mt19937_64 rng_;
+  double noise_ = 0;  // logit noise of the rollouts being sampled (training only)
   rl::MovingBaseline baseline_;
 };
 

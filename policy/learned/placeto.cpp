@@ -11,6 +11,7 @@
 #include "graphs/error.h"
 #include "graphs/json_util.h"
 #include "policy/classic/units.h"
+#include "policy/learned/classical_start.h"
 #include "policy/learned/learners.h"
 #include "policy/nn/optim.h"
 #include "policy/placer.h"
@@ -94,9 +95,10 @@ PlacetoOptions placeto_options_from_json(const nlohmann::json& options) {
     o.normalize = it->get<bool>();
   }
   if (auto it = options.find("initial"); it != options.end()) {
-    if (!it->is_string() || (*it != "random" && *it != "single"))
-      fail_option("initial", *it, "\"random\" or \"single\"");
+    if (!it->is_string()) fail_option("initial", *it, "\"random\", \"single\" or classical placers such as \"heft,scotch\"");
     o.initial = it->get<std::string>();
+    if (o.initial != "random" && o.initial != "single" && classical_placers("placeto", "initial", o.initial).empty())
+      fail_option("initial", *it, "\"random\", \"single\" or classical placers such as \"heft,scotch\"");
   }
   return o;
 }
@@ -159,9 +161,10 @@ struct PlacetoLearner::TaskData {
   std::vector<std::vector<int32_t>> allowed;  // allowed devices per unit, by index
   std::vector<std::vector<std::pair<int32_t, double>>> traffic;  // neighbour units and bytes exchanged
   std::vector<double> capacity_bytes;
+  std::vector<int32_t> start;  // the best classical placement, when "initial" names placers (made once)
 };
 
-const PlacetoLearner::TaskData& PlacetoLearner::task_data(const rl::Task& task) {
+PlacetoLearner::TaskData& PlacetoLearner::task_data(const rl::Task& task) {
   if (!task.problem)
     throw Error(fmt::format("placeto: task \"{}\" has no problem (build it with rl::make_task)", task.name));
   for (const auto& data : cache_)
@@ -218,8 +221,14 @@ PlacetoLearner::PlacetoLearner(const PlacetoOptions& options, uint64_t seed)
 
 PlacetoLearner::~PlacetoLearner() = default;
 
-std::vector<int32_t> PlacetoLearner::initial_placement(const rl::Task& task, std::mt19937_64& rng) const {
+std::vector<int32_t> PlacetoLearner::initial_placement(const rl::Task& task, std::mt19937_64& rng) {
   const Problem& p = *task.problem;
+  if (options_.initial != "random" && options_.initial != "single") {
+    // Every episode refines the best classical placement: the policy learns the moves that improve on it.
+    std::vector<int32_t>& start = task_data(task).start;
+    if (start.empty()) start = best_classical_start(task, policy::split_placer_names(options_.initial), "placeto").units;
+    return start;
+  }
   std::vector<int32_t> unit_device(p.num_units());
   for (int32_t u = 0; u < p.num_units(); ++u) {
     std::vector<int32_t> allowed;

@@ -37,7 +37,8 @@ struct PlacetoOptions {
   double entropy = 0.05;        // entropy bonus weight (on normalised advantages)
   double grad_clip = 1.0;       // global gradient-norm clip (0: none)
   bool normalize = true;        // normalise the advantages of a step's moves (zero mean, unit deviation)
-  std::string initial = "random";  // start of an episode: "random" (the paper) or "single" (lowest allowed device)
+  std::string initial = "random";  // start of an episode: "random" (the paper), "single" (lowest allowed device)
+                                   // or classical placers ("heft,scotch": the best of their placements, refined)
 };
 
 /** Reads options (unknown keys and bad values throw placelab::Error naming the key). */
@@ -84,14 +85,14 @@ class PlacetoLearner final : public rl::Learner {
   /** An episode sampled from the policy with `rng` (no tape, no update). */
   PlacetoEpisode sample_episode(const rl::Task& task, std::vector<int32_t> initial_units, std::mt19937_64& rng);
   /** The initial unit placement an episode draws from `rng` under the options' "initial". */
-  std::vector<int32_t> initial_placement(const rl::Task& task, std::mt19937_64& rng) const;
+  std::vector<int32_t> initial_placement(const rl::Task& task, std::mt19937_64& rng);
   /** All parameters with their dotted names. */
   const nn::ParamList<float>& parameters() const { return params_; }
 
  private:
   struct Network;
   struct TaskData;
-  const TaskData& task_data(const rl::Task& task);
+  TaskData& task_data(const rl::Task& task);
   /**
    * Runs an episode: samples with `rng` when set, else greedy. With `step_logits`, also returns the moves'
    * logits [T, D] (on the tape when grad mode is on) and their allowed devices in `step_mask`.

@@ -115,7 +115,7 @@ class LearnedPlacer : public policy::Placer {
         start = "pretrained";
       }
     }
-    if (!learner) learner = rl::make_learner(name_, options.policy, request.seed);
+    if (!learner) learner = rl::make_learner(name_, options.policy, request.seed, request.cluster().num_devices());
     int64_t steps = options.steps;
     if (steps < 0) {
       if (options.minutes > 0 || options.simulations > 0) {

@@ -14,7 +14,7 @@ const std::vector<LearnerInfo>& learners() {
       {"gdp", "GraphSAGE + segment-recurrent attention, schedule-aware decoding, PPO + self-imitation (Zhou et al.)",
        learned::make_gdp_learner},
       {"hdp", "feed-forward grouper + attentional LSTM placer over groups, REINFORCE (Mirhoseini et al. 2018)",
-       learned::make_hdp_learner},
+       learned::make_hdp_learner, learned::hdp_cluster_defaults},
       {"placeto", "MDP of per-unit moves, GNN with placement features, REINFORCE (Addanki et al. 2019)",
        learned::make_placeto_learner},
       {"hsdag", "chain coarsening + GCN + grouping + group-device policy, PPO (Duan et al. 2024)",
@@ -39,6 +39,15 @@ const LearnerInfo& find_learner(std::string_view name, std::string_view where) {
 
 std::unique_ptr<Learner> make_learner(std::string_view name, const nlohmann::json& options, uint64_t seed) {
   return find_learner(name).make(options, seed);
+}
+
+std::unique_ptr<Learner> make_learner(std::string_view name, nlohmann::json options, uint64_t seed, int32_t devices) {
+  const LearnerInfo& info = find_learner(name);
+  if (info.cluster_defaults && devices > 0 && (options.is_null() || options.is_object())) {
+    if (options.is_null()) options = nlohmann::json::object();
+    info.cluster_defaults(options, devices);
+  }
+  return info.make(options, seed);
 }
 
 }  // namespace placelab::rl

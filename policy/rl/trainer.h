@@ -87,6 +87,8 @@ struct LearnerInfo {
   std::string summary;
   /** Options as a JSON object (unknown keys are errors); the seed fixes every random choice. */
   std::function<std::unique_ptr<Learner>(const nlohmann::json& options, uint64_t seed)> make;
+  /** Optional: defaults that depend on the cluster, added to options that leave them out (HDP's groups). */
+  std::function<void(nlohmann::json& options, int32_t devices)> cluster_defaults = nullptr;
 };
 
 /** Every learned policy, in a stable order. */
@@ -97,6 +99,9 @@ bool is_learned_policy(std::string_view name);
 const LearnerInfo& find_learner(std::string_view name, std::string_view where = "");
 /** The learner called `name`; throws placelab::Error listing the known names otherwise. */
 std::unique_ptr<Learner> make_learner(std::string_view name, const nlohmann::json& options, uint64_t seed);
+/** The same for tasks on clusters of up to `devices` devices: options it leaves out that depend on the
+ *  cluster take their per-cluster defaults (e.g. HDP's groups: min(256, 20 x devices)). */
+std::unique_ptr<Learner> make_learner(std::string_view name, nlohmann::json options, uint64_t seed, int32_t devices);
 
 /** One line of the JSONL training log. */
 struct LogEntry {

@@ -200,7 +200,9 @@ void init_policy(py::module_& m) {
     rl::TrainOptions train_options{.steps = steps, .minutes = minutes, .checkpoint_dir = dir,
                                    .checkpoint_every = checkpoint_every, .resume = resume, .seed = seed};
     const uint64_t run_seed = saved ? saved->seed : seed;
-    auto learner = rl::make_learner(policy, policy_options, run_seed);
+    int32_t devices = 0;  // cluster-dependent defaults follow the largest cluster trained on
+    for (const rl::Task& t : task_list) devices = std::max(devices, t.cluster->num_devices());
+    auto learner = rl::make_learner(policy, policy_options, run_seed, devices);
     const auto step_callback = gil_callback<bool, const rl::LogEntry&>(on_step.obj, "on_step callback");
     const auto progress_callback = gil_callback<void, std::string_view>(progress.obj, "progress callback");
     // Ctrl-C (a Jupyter interrupt) ends the run after the current step, as if on_step returned False

@@ -128,6 +128,29 @@ TEST_CASE("hdp: training beats random placement", "[learned]") {
       30, 1);
 }
 
+TEST_CASE("hdp: bounded device logits keep every device in play, unbounded ones collapse", "[learned]") {
+  // With tanh_constant 1 a device's logit is in [-1, 1], so on 2 devices no group's device probability
+  // exceeds e^2 / (e^2 + 1) and the placer's entropy stays above 0.36 nats however training pushes it; a
+  // high learning rate collapses the unbounded placer (the failure the TensorFlow HDP's bound prevents).
+  // One group: the grouper has no choice (entropy 0), so the step's entropy is the placer's.
+  // Two devices of different speed (a CPU and its integrated GPU), so one is better for the whole graph.
+  const rl::Task task = task_of(graphs::zoo::make_model("random_dag", {{"ops", 30}, {"seed", 11}, {"min_flops", 1e8}}),
+                                "desktop-igpu-1");
+  auto entropy_after = [&](double tanh_constant) {
+    auto learner = learned::make_hdp_learner(
+        {{"groups", 1}, {"hidden", 16}, {"rollouts", 6}, {"lr", 0.05}, {"entropy", 0}, {"logits_noise", 0},
+         {"tanh_constant", tanh_constant}, {"block_prior", 0}},
+        2);
+    double entropy = 0;
+    for (int64_t step = 0; step < 40; ++step) entropy = learner->train_step(task, step).entropy;
+    return entropy;
+  };
+  const double p = std::exp(2.0) / (std::exp(2.0) + 1);
+  const double floor = -(p * std::log(p) + (1 - p) * std::log(1 - p));
+  REQUIRE(entropy_after(1) >= floor);
+  REQUIRE(entropy_after(0) < floor);
+}
+
 TEST_CASE("hdp: checkpoint resume continues exactly", "[learned]") {
   const rl::Task task = task_of(pinned_training_graph(), "cpu-gpu-2");
   auto straight = learned::make_hdp_learner(kSmall, 4);
@@ -148,8 +171,17 @@ TEST_CASE("hdp: options are checked and completed, the registry builds it", "[le
   auto learner = rl::make_learner("hdp", {{"rollouts", 2}}, 1);
   REQUIRE(learner->name() == "hdp");
   REQUIRE(learner->options()["rollouts"] == 2);
-  REQUIRE(learner->options()["groups"] == 8);
+  REQUIRE(learner->options()["groups"] == 80);  // 20 x 4 devices: the TensorFlow implementation's count
   REQUIRE(learner->options()["block_prior"] == 1.0);
+  REQUIRE(learner->options()["tanh_constant"] == 1.0);
+  REQUIRE(learner->options()["logits_noise"] == 0.5);
+  REQUIRE(learner->options()["stop_noise_step"] == 300);
+  // For a cluster: min(256, 20 x devices) groups unless given.
+  REQUIRE(rl::make_learner("hdp", nlohmann::json::object(), 1, 2)->options()["groups"] == 40);
+  REQUIRE(rl::make_learner("hdp", nlohmann::json::object(), 1, 16)->options()["groups"] == 256);
+  REQUIRE(rl::make_learner("hdp", {{"groups", 5}}, 1, 16)->options()["groups"] == 5);
+  REQUIRE(rl::make_learner("hsdag", nlohmann::json::object(), 1, 16)->options()["groups"] == 8);  // HDP's rule only
+  REQUIRE_THAT(testing::error_of([] { learned::make_hdp_learner({{"lr_decay", 1.5}}, 1); }), Catch::Contains("lr_decay"));
   REQUIRE(learner->options()["algorithm"] == "reinforce");
   REQUIRE_THAT(testing::error_of([] { learned::make_hdp_learner({{"grups", 4}}, 1); }),
                Catch::Contains("grups") && Catch::Contains("groups"));

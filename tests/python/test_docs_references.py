@@ -29,6 +29,8 @@ ALLOWED = {
     "throughput-ip/ip.py": "a file of the msr-fiddle/dnn-partitioning repository, not ours",
     "model_specs.py": "a file of the TensorFlow models repository (NASNet), not ours",
     "step.json": "an output file the user writes in an example",
+    "sim/tf_placement_sim/tf_sim.py": "Placeto's simulator, in aravic/generalizable-device-placement, not ours",
+    "gnmt_model.py": "a file of the tensorflow/nmt repository (GNMT), not ours",
 }
 
 

@@ -222,11 +222,14 @@ DEFAULTS = {
             "warm_steps": 20, "warm_start": "metis,m_etf,heft", "distill_from": 0},
     "placeto": {"hidden": 32, "type_dim": 8, "rounds": 3, "episodes": 4, "embed_every": 0, "lr": 0.01, "gamma": 0.9,
                 "baseline_decay": 0.9, "entropy": 0.05, "grad_clip": 1, "normalize": True, "initial": "random"},
-    "hdp": {"groups": 8, "hidden": 64, "rollouts": 8, "lr": 0.003, "entropy": 0.01, "baseline_decay": 0.9,
+    # groups: min(256, 20 x devices) for the 2-device task the checkpoint test trains on
+    "hdp": {"groups": 40, "hidden": 64, "rollouts": 8, "lr": 0.003, "entropy": 0.01, "baseline_decay": 0.9,
             "max_grad_norm": 1, "algorithm": "reinforce", "ppo_epochs": 2, "ppo_clip": 0.2, "place_samples": 16,
-            "block_prior": 1},
+            "block_prior": 1, "logits_noise": 0.5, "stop_noise_step": 300, "tanh_constant": 1, "lr_decay": 1,
+            "decay_steps": 50, "start_decay_step": 400, "failing_signal": 0},
 }
-DEFAULTS["hsdag"] = dict(DEFAULTS["hdp"], algorithm="ppo", max_chain=4, gcn_layers=2)
+DEFAULTS["hsdag"] = dict(DEFAULTS["hdp"], groups=8, algorithm="ppo", max_chain=4, gcn_layers=2, logits_noise=0,
+                         stop_noise_step=750, tanh_constant=0)
 
 
 @pytest.mark.parametrize("policy", POLICIES)
@@ -278,13 +281,13 @@ def test_documented_feature_widths_appear_in_the_parameters(tmp_path):
     # The documented feature counts (unit_x 12, device_x 7, pair_x 3, 64 type buckets, 8-wide type
     # embeddings) fix the input widths of the first layers: e.g. HDP's grouper input is
     # [unit_x (12), sin/cos for s = 0,1,2 (6), op-type embedding (8)] = 26, and its group embedding
-    # 26 + 1 + groups + groups = 43; Placeto's node input 12 + 3 + 2 + 8 + hidden = 57 and its device
+    # 26 + 1 + groups + groups = 107 (40 groups: 20 x the task's 2 devices); Placeto's node input 12 + 3 + 2 + 8 + hidden = 57 and its device
     # key hidden + hidden + 7 = 71; HSDAG's coarse node 12 + 8 + 2 + 1 + 6 = 29; GDP's head position
     # sin/cos for k = 1..4 = 8, 64 device-index slots, and its schedule decoder's 12 decision features
     # (head.schedule and its linear path to the logit, head.schedule_skip [12, 1]).
     shapes = {p: learner_input_widths(p, tmp_path) for p in POLICIES}
     firsts = {p: sorted(s[0] for s in shapes[p].values()) for p in POLICIES}
-    assert {26, 43, 7} <= set(firsts["hdp"]) and [16, 64] in shapes["hdp"].values()  # 16 device slots
+    assert {26, 107, 7} <= set(firsts["hdp"]) and [16, 64] in shapes["hdp"].values()  # 16 device slots
     assert {57, 71, 7} <= set(firsts["placeto"]) and [64, 8] in shapes["placeto"].values()
     assert {29, 7, 3} <= set(firsts["hsdag"]) and [16, 64] in shapes["hsdag"].values()
     assert {12, 7, 8} <= set(firsts["gdp"]) and [64, 32] in shapes["gdp"].values()
