@@ -9,6 +9,8 @@ packages=(
   # C++ libraries
   libeigen3-dev libtbb-dev nlohmann-json3-dev catch2 libfmt-dev libcli11-dev libbenchmark-dev
   coinor-libcbc-dev libmetis-dev libscotch-dev
+  # data-parallel training and distributed sweeps (docs/distributed.md)
+  libopenmpi-dev openmpi-bin python3-mpi4py
   # dense products of the autodiff (and, through the libblas.so.3 alternative, of Debian's numpy and torch)
   libopenblas-dev
   # Python bindings, notebooks and the PyTorch references (Debian's python at /usr/bin/python3)

@@ -1,5 +1,7 @@
 // placelab train --graphs G1,G2,.. --cluster C --policy NAME [--steps N | --minutes M] [--checkpoint DIR]
 //                [--resume] [--seed S] [--options JSON] [--json]
+// Under mpirun or srun, every process is a data-parallel rank of one run (docs/distributed.md); rank 0
+// writes the log, the checkpoint and the summary.
 #include <algorithm>
 #include <cmath>
 #include <csignal>
@@ -13,6 +15,7 @@
 #include "cli/common.h"
 #include "cli/placing.h"
 #include "graphs/error.h"
+#include "policy/rl/comm.h"
 #include "policy/rl/trainer.h"
 #include "sim/presets.h"
 
@@ -157,11 +160,12 @@ void run(const TrainArgs& a) {
   train.checkpoint_every = a.checkpoint_every;
   train.resume = a.resume;
   train.seed = seed;
-  stop_on_signals();
+  if (rl::comm::size() == 1) stop_on_signals();  // mpirun ends its ranks with SIGTERM when one fails: let them go
   const rl::TrainSummary summary = rl::train(
       *learner, tasks, train, [](const rl::LogEntry&) { return stop_signal == 0; },
       [](std::string_view status) { note("train: {}\n", status); });
   const bool interrupted = stop_signal != 0;
+  if (rl::comm::rank() != 0) return;  // rank 0 reports for the run
 
   nlohmann::json rows = nlohmann::json::array();
   for (size_t t = 0; t < tasks.size(); ++t) {
@@ -216,7 +220,16 @@ void add_train_command(CLI::App& app) {
   cmd->callback([args, seed, steps] {
     args->seed_given = seed->count() > 0;
     args->steps_given = steps->count() > 0;
-    run(*args);
+    rl::comm::init();
+    try {
+      run(*args);
+    } catch (const CLI::RuntimeError&) {
+      throw;  // interrupted: every rank stopped at the same step and the checkpoint is written
+    } catch (const std::exception& e) {
+      // Other ranks may be waiting for this one: end them all (a single process reports it as usual).
+      if (rl::comm::size() > 1) rl::comm::fail(e.what());
+      throw;
+    }
   });
 }
 

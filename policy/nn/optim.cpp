@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -58,6 +59,18 @@ double read_lr(const io::JsonNode& root, std::string_view kind) {
 
 }  // namespace
 
+namespace {
+thread_local GradientHook gradient_hook;
+}  // namespace
+
+ScopedGradientHook::ScopedGradientHook(GradientHook hook) : previous_(std::exchange(gradient_hook, std::move(hook))) {}
+ScopedGradientHook::~ScopedGradientHook() { gradient_hook = std::move(previous_); }
+
+void Optimizer::step() {
+  if (gradient_hook) gradient_hook(params_);
+  apply();
+}
+
 void Optimizer::zero_grad() {
   for (const Tensor& p : params_) p.zero_grad();
 }
@@ -70,7 +83,7 @@ Sgd::Sgd(std::vector<Tensor> params, SgdOptions options) : Optimizer(std::move(p
   velocity_.resize(params_.size());
 }
 
-void Sgd::step() {
+void Sgd::apply() {
   const float lr = static_cast<float>(options_.lr), mu = static_cast<float>(options_.momentum);
   const float wd = static_cast<float>(options_.weight_decay);
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -112,7 +125,7 @@ Adam::Adam(std::vector<Tensor> params, AdamOptions options) : Optimizer(std::mov
   v_.resize(params_.size());
 }
 
-void Adam::step() {
+void Adam::apply() {
   ++steps_;
   const float lr = static_cast<float>(options_.lr), b1 = static_cast<float>(options_.beta1);
   const float b2 = static_cast<float>(options_.beta2), eps = static_cast<float>(options_.eps);

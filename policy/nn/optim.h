@@ -3,6 +3,7 @@
 // (parameters that got none are skipped) and zero_grad() drops them for the next step.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -34,8 +35,8 @@ class Optimizer {
  public:
   explicit Optimizer(std::vector<autodiff::Tensor> params) : params_(std::move(params)) {}
   virtual ~Optimizer() = default;
-  /** Applies one update from the current gradients. */
-  virtual void step() = 0;
+  /** Applies one update from the current gradients, after this thread's gradient hook (if any) saw them. */
+  void step();
   /** Drops every parameter's gradient. */
   void zero_grad();
   virtual double lr() const = 0;
@@ -50,20 +51,41 @@ class Optimizer {
   virtual void load_state(const nlohmann::json& state) = 0;
 
  protected:
+  /** The update rule proper: step() without the hook. */
+  virtual void apply() = 0;
   std::vector<autodiff::Tensor> params_;
+};
+
+/**
+ * What every optimizer step on this thread does to the gradients first. Data-parallel training (rl::train
+ * under MPI) installs one that averages them over the processes, so every replica applies the same update
+ * without the learners knowing.
+ */
+using GradientHook = std::function<void(const std::vector<autodiff::Tensor>& params)>;
+
+/** Installs a gradient hook for this thread's optimizer steps while alive (the previous one comes back after). */
+class ScopedGradientHook {
+ public:
+  explicit ScopedGradientHook(GradientHook hook);
+  ~ScopedGradientHook();
+  ScopedGradientHook(const ScopedGradientHook&) = delete;
+  ScopedGradientHook& operator=(const ScopedGradientHook&) = delete;
+
+ private:
+  GradientHook previous_;
 };
 
 /** Stochastic gradient descent with optional (Nesterov) momentum, as torch.optim.SGD. */
 class Sgd : public Optimizer {
  public:
   Sgd(std::vector<autodiff::Tensor> params, SgdOptions options);
-  void step() override;
   double lr() const override { return options_.lr; }
   void set_lr(double lr) override { options_.lr = lr; }
   nlohmann::json state() const override;
   void load_state(const nlohmann::json& state) override;
 
  private:
+  void apply() override;
   SgdOptions options_;
   std::vector<autodiff::MatrixF> velocity_;
 };
@@ -72,7 +94,6 @@ class Sgd : public Optimizer {
 class Adam : public Optimizer {
  public:
   Adam(std::vector<autodiff::Tensor> params, AdamOptions options);
-  void step() override;
   double lr() const override { return options_.lr; }
   void set_lr(double lr) override { options_.lr = lr; }
   int64_t steps() const { return steps_; }
@@ -80,6 +101,7 @@ class Adam : public Optimizer {
   void load_state(const nlohmann::json& state) override;
 
  private:
+  void apply() override;
   AdamOptions options_;
   int64_t steps_ = 0;
   std::vector<autodiff::MatrixF> m_, v_;

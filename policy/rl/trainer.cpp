@@ -21,6 +21,8 @@
 #include "graphs/io.h"
 #include "graphs/json_util.h"
 #include "policy/placer.h"
+#include "policy/rl/comm.h"
+#include "policy/rl/replicas.h"
 
 namespace placelab::rl {
 
@@ -80,8 +82,9 @@ nlohmann::json task_fingerprint(const Task& task) {
           {"cost_model", task.simulator->cost_model()->name()}};
 }
 
+// `replicas`: the other ranks' own learner state (gather_replicas), saved when there are several ranks.
 nlohmann::json trainer_json(const TrainerState& state, const std::vector<Task>& tasks,
-                            const std::vector<nlohmann::json>& fingerprints) {
+                            const std::vector<nlohmann::json>& fingerprints, const nlohmann::json& replicas) {
   nlohmann::json list = nlohmann::json::array();
   for (size_t t = 0; t < tasks.size(); ++t) {
     list.push_back({{"name", tasks[t].name},
@@ -91,13 +94,39 @@ nlohmann::json trainer_json(const TrainerState& state, const std::vector<Task>& 
                     {"best_step", state.best_step[t]},
                     {"best_placement", state.best_placement[t]}});
   }
-  return {{"seed", state.seed}, {"wall_s", state.wall_s}, {"simulations", state.simulations}, {"tasks", std::move(list)}};
+  nlohmann::json out = {{"seed", state.seed}, {"wall_s", state.wall_s}, {"simulations", state.simulations},
+                        {"tasks", std::move(list)}};
+  if (!replicas.is_null()) out["replicas"] = replicas;
+  return out;
+}
+
+// Rank 0's step, seed, counts and best costs on every rank (the best placements stay on rank 0, which saves them).
+void share_trainer_state(TrainerState& state) {
+  if (comm::size() == 1) return;
+  std::string text;
+  if (comm::rank() == 0) {
+    nlohmann::json costs = nlohmann::json::array();
+    for (double cost_s : state.best_cost_s) costs.push_back(cost_json(cost_s));
+    text = io::dump_json({{"seed", state.seed}, {"step", state.step}, {"wall_s", state.wall_s},
+                          {"simulations", state.simulations}, {"best_cost_s", costs}, {"best_step", state.best_step}});
+  }
+  comm::broadcast(text, "start: rank 0's trainer state");
+  if (comm::rank() == 0) return;
+  const nlohmann::json doc = nlohmann::json::parse(text);
+  state.seed = doc["seed"].get<uint64_t>();
+  state.step = doc["step"].get<int64_t>();
+  state.wall_s = doc["wall_s"].get<double>();
+  state.simulations = doc["simulations"].get<int64_t>();
+  for (size_t t = 0; t < state.best_cost_s.size(); ++t) {
+    state.best_cost_s[t] = doc["best_cost_s"][t].is_null() ? kInf : doc["best_cost_s"][t].get<double>();
+    state.best_step[t] = doc["best_step"][t].get<int64_t>();
+  }
 }
 
 // Restores what trainer_json saved at `step`, checking that it fits these tasks.
 void restore_trainer(const io::JsonNode& node, const std::vector<Task>& tasks,
                      const std::vector<nlohmann::json>& fingerprints, int64_t step, TrainerState& state) {
-  node.check_fields({"seed", "wall_s", "simulations", "tasks"});
+  node.check_fields({"seed", "wall_s", "simulations", "tasks", "replicas"});
   const io::JsonNode list = node.at("tasks");
   std::string saved, given;
   for (size_t t = 0; t < list.size(); ++t) saved += (t ? ", " : "") + list.at(t).at("name").as_string();
@@ -430,7 +459,13 @@ TrainSummary train(Learner& learner, const std::vector<Task>& tasks, const Train
 
   state.seed = options.seed;
 
-  const bool logging = !options.checkpoint_dir.empty();
+  // Under MPI every rank trains (replicas.h); rank 0 alone reads and writes the files and reports progress.
+  const int rank = comm::rank(), ranks = comm::size();
+  const bool checkpointing = !options.checkpoint_dir.empty();
+  const bool logging = checkpointing && rank == 0;
+  const auto report = [&](std::string_view line) {
+    if (rank == 0 && progress) progress(line);
+  };
   if (logging) {
     std::error_code ec;
     if (fs::exists(options.checkpoint_dir, ec) && !fs::is_directory(options.checkpoint_dir, ec)) {
@@ -443,8 +478,9 @@ TrainSummary train(Learner& learner, const std::vector<Task>& tasks, const Train
   std::vector<nlohmann::json> fingerprints;
   if (logging) std::transform(tasks.begin(), tasks.end(), std::back_inserter(fingerprints), task_fingerprint);
   std::optional<DirectoryLock> lock;
-  if (options.resume) {
-    if (!logging) throw Error("train: resume needs the checkpoint directory of the run to continue");
+  nlohmann::json saved_replicas;  // the other ranks' own state in the checkpoint (rank 0 reads it)
+  if (options.resume && !checkpointing) throw Error("train: resume needs the checkpoint directory of the run to continue");
+  if (options.resume && logging) {
     std::error_code ec;
     if (fs::is_directory(options.checkpoint_dir, ec)) lock.emplace(options.checkpoint_dir);
     const std::string file = checkpoint_file(options.checkpoint_dir);
@@ -460,9 +496,10 @@ TrainSummary train(Learner& learner, const std::vector<Task>& tasks, const Train
     state.seed = checkpoint_seed(doc, file);
     restore_trainer(root.at("trainer"), tasks, fingerprints, state.step, state);
     load_saved_state(learner, doc["learner"], file);
+    if (doc["trainer"].contains("replicas")) saved_replicas = doc["trainer"]["replicas"];
     truncate_log(log_path, state.step, progress);
     if (progress) {
-      progress(state.step < options.steps
+      report(state.step < options.steps
                    ? fmt::format("resuming {} at step {}", options.checkpoint_dir, state.step)
                    : fmt::format("{} is at step {} already, not below the {} steps asked: nothing to train (ask "
                                  "for more steps)", options.checkpoint_dir, state.step, options.steps));
@@ -485,6 +522,8 @@ TrainSummary train(Learner& learner, const std::vector<Task>& tasks, const Train
     log.open(log_path, std::ios::app);
     if (!log) throw Error(fmt::format("{}: cannot be written", log_path));
   }
+  share_trainer_state(state);
+  start_replicas(learner, state.seed, state.step, saved_replicas);
 
   const int64_t every = options.progress_every > 0 ? options.progress_every
                                                     : std::clamp<int64_t>(options.steps / 20, 1, 50);
@@ -493,35 +532,65 @@ TrainSummary train(Learner& learner, const std::vector<Task>& tasks, const Train
   const double wall_before_s = state.wall_s;
   const auto elapsed_s = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
   const auto save = [&] {
+    if (!checkpointing) return;
+    const nlohmann::json replicas = gather_replicas(learner, state.step);  // every rank takes part
     if (!logging) return;
     sync_to_disk(log_path);
-    save_checkpoint(options.checkpoint_dir, learner, state.step, trainer_json(state, tasks, fingerprints));
+    save_checkpoint(options.checkpoint_dir, learner, state.step, trainer_json(state, tasks, fingerprints, replicas));
   };
 
   bool stop = state.step >= options.steps;
-  if (stop && logging && !options.resume) save();  // zero steps still leave a checkpoint to start from
+  if (stop && checkpointing && !options.resume) save();  // zero steps still leave a checkpoint to start from
+  const GradientAverage average;  // the optimizer steps of train_step average their gradients over the ranks
   while (!stop) {
     const int64_t step = state.step;
-    const size_t t = static_cast<size_t>(step % static_cast<int64_t>(n));
-    const StepStats stats = learner.train_step(tasks[t], step);
-    if (!std::isfinite(stats.loss) || !std::isfinite(stats.entropy))
-      throw Error(fmt::format("training diverged at step {} ({}): the loss is {} and the entropy {}; {}lower the "
-                              "learning rate (option lr)",
-                              step, tasks[t].name, stats.loss, stats.entropy,
-                              logging && fs::exists(fs::path(options.checkpoint_dir) / "checkpoint.json")
-                                  ? fmt::format("the last checkpoint in {} is kept; ", options.checkpoint_dir)
-                                  : ""));
-    if (stats.best_cost_s < state.best_cost_s[t]) {
-      state.best_cost_s[t] = stats.best_cost_s;
-      state.best_placement[t] = stats.best_placement;
-      state.best_step[t] = step;
+    comm::set_context(fmt::format("step {}", step));
+    inject_test_fault(step);
+    const size_t mine = task_of(step, rank, ranks, n);
+    const StepStats stats = learner.train_step(tasks[mine], step);
+    const std::vector<RankStep> all = share_step(mine, stats, wall_before_s + elapsed_s());
+    for (int r = 0; r < ranks; ++r) {
+      const RankStep& s = all[static_cast<size_t>(r)];
+      if (!std::isfinite(s.loss) || !std::isfinite(s.entropy))
+        throw Error(fmt::format("training diverged at step {} ({}{}): the loss is {} and the entropy {}; {}lower the "
+                                "learning rate (option lr)",
+                                step, tasks[s.task].name, ranks > 1 ? fmt::format(", rank {}", r) : "", s.loss,
+                                s.entropy,
+                                logging && fs::exists(fs::path(options.checkpoint_dir) / "checkpoint.json")
+                                    ? fmt::format("the last checkpoint in {} is kept; ", options.checkpoint_dir)
+                                    : ""));
     }
-    state.simulations += stats.simulations;
+    // Bests in rank order; a rank whose best wins sends its placement to rank 0, which keeps them.
+    std::vector<int> winner(n, -1);
+    for (int r = 0; r < ranks; ++r) {
+      const RankStep& s = all[static_cast<size_t>(r)];
+      if (s.best_cost_s < state.best_cost_s[s.task]) {
+        state.best_cost_s[s.task] = s.best_cost_s;
+        state.best_step[s.task] = step;
+        winner[s.task] = r;
+      }
+      state.simulations += s.simulations;
+    }
+    for (size_t t = 0; t < n; ++t)
+      if (winner[t] >= 0) {
+        std::vector<int32_t> placement = placement_to_rank0(winner[t], winner[t] == rank ? stats.best_placement
+                                                                                           : std::vector<int32_t>{});
+        if (rank == 0) state.best_placement[t] = std::move(placement);
+      }
     state.step = step + 1;
-    state.wall_s = wall_before_s + elapsed_s();
+    state.wall_s = all[0].wall_s;
 
-    const LogEntry entry{step, tasks[t].name, stats.reward_mean, stats.cost_mean_s, state.best_cost_s[t],
-                         state.wall_s, stats.loss, stats.entropy, state.simulations};
+    // Several ranks: the means over the ranks' rollouts (their tasks may differ), rank 0's task named.
+    const size_t t = all[0].task;
+    LogEntry entry{step, tasks[t].name, all[0].reward, all[0].cost_s, state.best_cost_s[t],
+                   state.wall_s, all[0].loss, all[0].entropy, state.simulations};
+    for (size_t r = 1; r < all.size(); ++r) {
+      entry.reward += all[r].reward;
+      entry.cost_s += all[r].cost_s;
+      entry.loss += all[r].loss;
+      entry.entropy += all[r].entropy;
+    }
+    for (double* mean : {&entry.reward, &entry.cost_s, &entry.loss, &entry.entropy}) *mean /= ranks;
     if (logging) {
       log << io::dump_json(to_json(entry)) << '\n';
       log.flush();
@@ -530,14 +599,15 @@ TrainSummary train(Learner& learner, const std::vector<Task>& tasks, const Train
     if (on_step && !on_step(entry)) stop = true;
     if (state.step >= options.steps) stop = true;
     if (options.minutes > 0 && elapsed_s() >= options.minutes * 60) stop = true;
+    stop = comm::any(stop, "stop vote");  // a signal or the time limit on any rank stops all at this step
 
     const auto now = Clock::now();
-    if (progress && (stop || step == 0 || state.step % every == 0 ||
-                     std::chrono::duration<double>(now - last_report).count() >= 10)) {
+    if (rank == 0 && progress &&
+        (stop || step == 0 || state.step % every == 0 || std::chrono::duration<double>(now - last_report).count() >= 10)) {
       last_report = now;
       const std::string of = options.steps == std::numeric_limits<int64_t>::max() ? "" : fmt::format("/{}", options.steps);
       progress(fmt::format("step {}{}  {}  reward {:.4f}  cost {}  best {} (reference {})  wall {:.1f} s",
-                           state.step, of, tasks[t].name, stats.reward_mean, ms(stats.cost_mean_s),
+                           state.step, of, tasks[t].name, entry.reward, ms(entry.cost_s),
                            ms(state.best_cost_s[t]), ms(tasks[t].reference_s), state.wall_s));
     }
     if (stop || (options.checkpoint_every > 0 && state.step % options.checkpoint_every == 0)) save();

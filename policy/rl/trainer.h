@@ -5,7 +5,8 @@
 // A checkpoint is one JSON file (DIR/checkpoint.json, written to a temporary file and renamed):
 // {"format": "placelab.checkpoint", "version": 1, "policy": NAME, "options": {...}, "step": N,
 //  "learner": <Learner::state()>, "trainer": {seed, wall time, simulations, per task: name, fingerprint of
-//  the graph and cluster, reward options, best cost, step and placement}} (docs/learned.md#checkpoints). Resuming loads it,
+//  the graph and cluster, reward options, best cost, step and placement; under MPI "replicas": the other
+//  ranks' own state}} (docs/learned.md#checkpoints, docs/distributed.md). Resuming loads it,
 // truncates DIR/log.jsonl to the checkpoint's step and continues; the same seed and options then give
 // the same curve as an uninterrupted run, step for step.
 #pragma once
@@ -142,6 +143,8 @@ struct TrainSummary {
  * step (return false to stop early) and `progress` with a one-line status now and then. Writes the
  * log and checkpoints when options.checkpoint_dir is set; with options.resume, first restores the
  * learner and the trainer from that checkpoint (which must name the same policy and tasks).
+ * Started by mpirun or srun (after comm::init), every rank calls it: each trains on its own task and
+ * rollouts, gradients are averaged over the ranks, rank 0 alone writes files and reports (replicas.h).
  */
 TrainSummary train(Learner& learner, const std::vector<Task>& tasks, const TrainOptions& options,
                    const std::function<bool(const LogEntry&)>& on_step = {},
