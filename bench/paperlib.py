@@ -1,6 +1,7 @@
 """Shared plumbing of the paper-reproduction scripts (bench/paper_*.py): options, placing and timing through
-the placelab package, and reports written as Markdown + CSV with the command line, git commit, machine and
-date, so every recorded table says how to reproduce it."""
+the placelab package, reports written as Markdown + CSV with the command line, git commit, machine and
+date, so every recorded table says how to reproduce it, and sweeps spread over MPI ranks under mpirun
+(`sweep`, docs/distributed.md)."""
 
 from __future__ import annotations
 
@@ -69,6 +70,67 @@ def select_columns(text: str | None, columns: list[str]) -> list[str]:
     if unknown:
         raise SystemExit(f"--placers: unknown column {unknown[0]!r} (known: {', '.join(columns)})")
     return wanted
+
+
+# Distributed sweeps: under mpirun (or srun) a script's configurations spread over the ranks through mpi4py;
+# every rank gets all results, in order, and rank 0 alone writes the report.
+_MPI_LAUNCHER_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK")
+_mpi_world = None
+_inside_sweep = False  # this process runs one item of a sweep: nested sweeps run here, and it writes its reports
+
+
+def mpi_world():
+    """mpi4py's COMM_WORLD when an MPI launcher started this process, else None (mpi4py is then not imported)."""
+    global _mpi_world
+    if _mpi_world is None and any(name in os.environ for name in _MPI_LAUNCHER_VARIABLES):
+        try:
+            from mpi4py import MPI
+        except ImportError:
+            raise SystemExit("paperlib: started by an MPI launcher but mpi4py is missing: apt-get install "
+                             "python3-mpi4py (or ./install-deps.sh), or run without mpirun")
+        _mpi_world = MPI.COMM_WORLD
+    return _mpi_world
+
+
+def rank_and_size() -> tuple[int, int]:
+    """This process's MPI rank and the number of ranks; (0, 1) without a launcher."""
+    world = mpi_world()
+    return (world.Get_rank(), world.Get_size()) if world is not None else (0, 1)
+
+
+def writes_results() -> bool:
+    """Whether this process writes reports: a single process always; under mpirun rank 0, or the rank that runs a
+    sweep's item (a paper of bench/reproduce.py)."""
+    return _inside_sweep or rank_and_size()[0] == 0
+
+
+def sweep(function, items) -> list:
+    """[function(item) for item in items], spread over the MPI ranks under mpirun: rank r runs items r, r + size,
+    ... and every rank gets the whole list, in order (results must pickle). A single process, or a sweep inside
+    another's item, runs them all here, so deterministic placers give the same table either way. An error in an
+    item ends every rank (MPI_Abort), never a hang."""
+    global _inside_sweep
+    items = list(items)
+    rank, size = rank_and_size()
+    if size == 1 or _inside_sweep:
+        return [function(item) for item in items]
+    mine = {}
+    _inside_sweep = True
+    try:
+        for i in range(rank, len(items), size):
+            mine[i] = function(items[i])
+    except BaseException:  # the other ranks wait in allgather: end them all
+        import traceback
+        traceback.print_exc()
+        print(f"paperlib: rank {rank} of {size}: item {i} ({items[i]!r}) failed; ending every rank",
+              file=sys.stderr, flush=True)
+        mpi_world().Abort(1)
+    finally:
+        _inside_sweep = False
+    merged = {}
+    for part in mpi_world().allgather(mine):
+        merged.update(part)
+    return [merged[i] for i in range(len(items))]
 
 
 def place(simulator, placer: str, options: dict | None = None, seed: int = 1) -> dict:
@@ -140,6 +202,8 @@ class Report:
         self.claims.append((claim, published, ours))
 
     def plot_path(self, suffix: str) -> str:
+        if not writes_results():  # under mpirun, rank 0 writes: another rank's figure goes to a scratch folder
+            return os.path.join(tempfile.mkdtemp(prefix="placelab_rank_"), f"{self.name}_{suffix}.png")
         path = os.path.join(self.args.out, f"{self.name}{'_quick' if self.args.quick else ''}_{suffix}.png")
         os.makedirs(self.args.out, exist_ok=True)
         self.plots.append(os.path.basename(path))
@@ -150,7 +214,7 @@ class Report:
         (None before a placement fits)}}, each divided by reference[title] when given. They follow the
         training rollouts; a placer's answer may be better (Placeto's greedy episode, GDP's argmax)."""
         panels = [(title, lines) for title, lines in curves.items() if any(lines.values())]
-        if not panels:
+        if not panels or not writes_results():
             return
         import matplotlib
         matplotlib.use("Agg")
@@ -179,9 +243,12 @@ class Report:
         plt.close(fig)
 
     def write(self) -> str:
-        """Writes <out>/<name>.md and one <name>_<k>.csv per table (quick mode adds _quick); returns the .md path."""
-        os.makedirs(self.args.out, exist_ok=True)
+        """Writes <out>/<name>.md and one <name>_<k>.csv per table (quick mode adds _quick); returns the .md path.
+        Under mpirun only the rank that writes_results() writes; the others return the path."""
         stem = os.path.join(self.args.out, self.name + ("_quick" if self.args.quick else ""))
+        if not writes_results():
+            return stem + ".md"
+        os.makedirs(self.args.out, exist_ok=True)
         command = "/usr/bin/python3 bench/" + os.path.basename(sys.argv[0]) + (
             " " + " ".join(sys.argv[1:]) if len(sys.argv) > 1 else "")
         lines = [f"# {self.title}", "",

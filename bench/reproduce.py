@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Runs every paper-reproduction script (bench/paper_*.py): `--quick` in seconds (what the tests run), or the
 full tables into bench/results/ with each script's own default budgets (the recorded tables state the
-exact commands they were made with, which docs/reproducing.md lists). `--only gdp,placeto` picks scripts."""
+exact commands they were made with, which docs/reproducing.md lists). `--only gdp,placeto` picks scripts.
+Under `mpirun -np N` the scripts spread over the ranks (one script per rank at a time, paperlib.sweep)."""
 
 from __future__ import annotations
 
@@ -31,14 +32,19 @@ def main() -> int:
         parser.error(f"unknown paper(s) {', '.join(unknown)}: choose from {', '.join(PAPERS)}")
     if args.out is None:
         args.out = paperlib.default_out(args.quick)
-    for paper in chosen:
+    sub_argv = (["--quick"] if args.quick else []) + ["--out", args.out, "--seed", str(args.seed)] + (
+        ["--steps", str(args.steps)] if args.steps is not None else [])
+
+    def run(paper: str) -> str:
         start = time.perf_counter()
-        print(f"reproduce: {paper} ...", file=sys.stderr, flush=True)
-        module = importlib.import_module("paper_" + paper)
-        sub_argv = (["--quick"] if args.quick else []) + ["--out", args.out, "--seed", str(args.seed)] + (
-            ["--steps", str(args.steps)] if args.steps is not None else [])
-        path = module.main(sub_argv)
-        print(f"reproduce: {paper} done in {time.perf_counter() - start:.0f} s -> {path}", file=sys.stderr)
+        rank, size = paperlib.rank_and_size()
+        on = f" (rank {rank} of {size})" if size > 1 else ""
+        print(f"reproduce: {paper}{on} ...", file=sys.stderr, flush=True)
+        path = importlib.import_module("paper_" + paper).main(sub_argv)
+        print(f"reproduce: {paper} done in {time.perf_counter() - start:.0f} s -> {path}", file=sys.stderr, flush=True)
+        return path
+
+    paperlib.sweep(run, chosen)
     return 0
 
 
