@@ -48,7 +48,7 @@ def main() -> int:
     parser.add_argument("--out", default=os.path.join(paperlib.RESULTS, "distributed.md"))
     args = parser.parse_args()
     ranks = [int(r) for r in args.ranks.split(",")]
-    load_before = os.getloadavg()
+    machine = paperlib.machine()  # with the load average before the runs
     rows = []
     for policy, graph, cluster, steps in CONFIGS:
         base = None
@@ -66,8 +66,8 @@ def main() -> int:
     lines = ["# Data-parallel training: 1 and 2 MPI ranks on one machine", "",
              f"Command: `{command}`.  ",
              f"Commit {paperlib.git_commit()}, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, "
-             f"{paperlib.machine()}, {os.cpu_count()} cores; load average {load_before[0]:.2f} before, "
-             f"{load_after[0]:.2f} after (the cores are shared with other work).", "",
+             f"{machine} at the start, {load_after[0]:.2f} at the end (the cores are shared with "
+             "other work).", "",
              "Each rank samples and simulates its own rollouts (the policy's `rollouts` per rank), so a step of N ranks "
              "does N times the rollouts of one rank; gradients are averaged over the ranks before each optimizer step. "
              "Wall time is rank 0's training time from the log (start-up excluded). Both ranks share the machine's "

@@ -463,9 +463,6 @@ TrainSummary train(Learner& learner, const std::vector<Task>& tasks, const Train
   const int rank = comm::rank(), ranks = comm::size();
   const bool checkpointing = !options.checkpoint_dir.empty();
   const bool logging = checkpointing && rank == 0;
-  const auto report = [&](std::string_view line) {
-    if (rank == 0 && progress) progress(line);
-  };
   if (logging) {
     std::error_code ec;
     if (fs::exists(options.checkpoint_dir, ec) && !fs::is_directory(options.checkpoint_dir, ec)) {
@@ -499,7 +496,7 @@ TrainSummary train(Learner& learner, const std::vector<Task>& tasks, const Train
     if (doc["trainer"].contains("replicas")) saved_replicas = doc["trainer"]["replicas"];
     truncate_log(log_path, state.step, progress);
     if (progress) {
-      report(state.step < options.steps
+      progress(state.step < options.steps
                    ? fmt::format("resuming {} at step {}", options.checkpoint_dir, state.step)
                    : fmt::format("{} is at step {} already, not below the {} steps asked: nothing to train (ask "
                                  "for more steps)", options.checkpoint_dir, state.step, options.steps));
