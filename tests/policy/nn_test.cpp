@@ -223,6 +223,25 @@ TEST_CASE("nn: optimisers follow their update rules", "[policy][nn]") {
     CHECK(q.value()(0, 0) == Approx(0.85f).epsilon(1e-5));
   }
   {
+    // A gradient hook (data-parallel training's gradient average) sees the gradients before the update,
+    // while installed on this thread only.
+    Tensor p = param();
+    Sgd sgd({p}, {.lr = 0.1});
+    int calls = 0;
+    {
+      const ScopedGradientHook halve([&](const std::vector<Tensor>& params) {
+        ++calls;
+        for (const Tensor& t : params) Tensor(t).mutable_grad() *= 0.5f;
+      });
+      set_grad(p, 1);
+      sgd.step();  // p = 1 - 0.1 * 0.5
+    }
+    set_grad(p, 1);
+    sgd.step();  // no hook: p = 0.95 - 0.1
+    CHECK(calls == 1);
+    CHECK(p.value()(0, 0) == Approx(0.85f));
+  }
+  {
     Tensor a = param(), b = param();
     set_grad(a, 3);
     set_grad(b, 4);  // joint norm sqrt(2 * 9 + 2 * 16) = sqrt(50)

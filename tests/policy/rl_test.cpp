@@ -20,7 +20,9 @@
 #include "policy/nn/module.h"
 #include "policy/nn/optim.h"
 #include "policy/placer.h"
+#include "policy/rl/comm.h"
 #include "policy/rl/pg.h"
+#include "policy/rl/replicas.h"
 #include "policy/rl/reward.h"
 #include "policy/rl/trainer.h"
 #include "sim/pipeline.h"
@@ -412,6 +414,26 @@ TEST_CASE("rl optimiser state: Adam and SGD continue identically after save and 
   CHECK(error_of([&] {
           nn::parameters_from_json(params, "p", nn::ParamList<float>{{"w", nn::uniform_param<float>(2, 2, 1.0, rng)}});
         }).find("beyond a float's range") != std::string::npos);
+}
+
+TEST_CASE("rl data-parallel pieces: tasks per rank, and a single process is rank 0 of 1", "[rl]") {
+  // A step of N ranks covers N consecutive tasks; one rank trains on step mod tasks.
+  CHECK(rl::task_of(5, 0, 1, 3) == 2);
+  CHECK(rl::task_of(0, 1, 2, 3) == 1);
+  CHECK(rl::task_of(1, 0, 2, 3) == 2);
+  CHECK(rl::task_of(1, 1, 2, 3) == 0);
+  // Not started by a launcher (ctest): every exchange leaves its data as it is.
+  rl::comm::init();
+  CHECK(rl::comm::rank() == 0);
+  CHECK(rl::comm::size() == 1);
+  std::vector<float> values = {1.5f, -2.0f};
+  rl::comm::sum(values, "test");
+  CHECK(values == std::vector<float>{1.5f, -2.0f});
+  CHECK(rl::comm::any(true, "test"));
+  CHECK(!rl::comm::any(false, "test"));
+  std::string text = "rank 0";
+  rl::comm::broadcast(text, "test");
+  CHECK(text == "rank 0");
 }
 
 TEST_CASE("rl::train: a toy learner beats random placement and the memory penalty changes its choice", "[rl]") {
