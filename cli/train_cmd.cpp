@@ -141,7 +141,8 @@ void run(const TrainArgs& a) {
   auto cluster = std::make_shared<const sim::Cluster>(sim::load_cluster(a.cluster));
   std::unique_ptr<rl::Learner> learner;  // bad names and options before the graphs are built
   try {
-    learner = rl::make_learner(policy, options, seed, cluster->num_devices());
+    // Steps unknown (0): a run's options must not depend on --steps, or a longer resumed run would differ.
+    learner = rl::make_learner(policy, options, seed, cluster->num_devices(), 0);
   } catch (const Error& e) {
     if (!saved_options) throw;
     throw Error(fmt::format("{}: options saved there: {}", saved_where, e.what()));

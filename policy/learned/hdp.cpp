@@ -354,9 +354,9 @@ class HdpLearner final : public GroupedLearner {
  public:
   /**
    * The TensorFlow implementation's exploration (hierarchical_controller.py): many groups (80 = 20 x 4
-   * devices; per cluster min(256, 20 x devices), hdp_cluster_defaults), device logits bounded by tanh,
-   * and noise of half their RMS on the logits sampled from, until step 300 (750 there, in runs of
-   * thousands of steps). Without them the placer collapsed onto one device within 20 steps and never
+   * devices; per cluster min(256, 20 x devices), hdp_run_defaults), device logits bounded by tanh,
+   * and noise of half their RMS on the logits sampled from, until step 300 (or 30% of a run's planned
+   * steps; 750 there, in runs of thousands of steps). Without them the placer collapsed onto one device within 20 steps and never
    * left it; measurements in docs/learned.md#hdp.
    */
   static GroupedOptions hdp_defaults() {
@@ -548,8 +548,10 @@ std::unique_ptr<rl::Learner> make_hdp_learner(const nlohmann::json& options, uin
   return std::make_unique<HdpLearner>(options, seed);
 }
 
-void hdp_cluster_defaults(nlohmann::json& options, int32_t devices) {
-  if (!options.contains("groups")) options["groups"] = std::min(256, 20 * devices);
+void hdp_run_defaults(nlohmann::json& options, int32_t devices, int64_t steps) {
+  if (devices > 0 && !options.contains("groups")) options["groups"] = std::min(256, 20 * devices);
+  if (steps > 0 && !options.contains("stop_noise_step"))
+    options["stop_noise_step"] = std::clamp<int64_t>(3 * steps / 10, 1, policy::kMaxCountOption);
 }
 
 }  // namespace placelab::learned

@@ -115,7 +115,6 @@ class LearnedPlacer : public policy::Placer {
         start = "pretrained";
       }
     }
-    if (!learner) learner = rl::make_learner(name_, options.policy, request.seed, request.cluster().num_devices());
     int64_t steps = options.steps;
     if (steps < 0) {
       if (options.minutes > 0 || options.simulations > 0) {
@@ -123,6 +122,10 @@ class LearnedPlacer : public policy::Placer {
       } else {
         steps = start == "scratch" ? default_steps(name_) : 0;  // a checkpoint places zero-shot
       }
+    }
+    if (!learner) {
+      const int64_t planned = steps == std::numeric_limits<int64_t>::max() ? 0 : steps;  // 0: unknown
+      learner = rl::make_learner(name_, options.policy, request.seed, request.cluster().num_devices(), planned);
     }
 
     // The request's simulator is borrowed for the call: a non-owning shared_ptr.

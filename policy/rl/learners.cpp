@@ -14,7 +14,7 @@ const std::vector<LearnerInfo>& learners() {
       {"gdp", "GraphSAGE + segment-recurrent attention, schedule-aware decoding, PPO + self-imitation (Zhou et al.)",
        learned::make_gdp_learner},
       {"hdp", "feed-forward grouper + attentional LSTM placer over groups, REINFORCE (Mirhoseini et al. 2018)",
-       learned::make_hdp_learner, learned::hdp_cluster_defaults},
+       learned::make_hdp_learner, learned::hdp_run_defaults},
       {"placeto", "MDP of per-unit moves, GNN with placement features, REINFORCE (Addanki et al. 2019)",
        learned::make_placeto_learner},
       {"hsdag", "chain coarsening + GCN + grouping + group-device policy, PPO (Duan et al. 2024)",
@@ -41,11 +41,12 @@ std::unique_ptr<Learner> make_learner(std::string_view name, const nlohmann::jso
   return find_learner(name).make(options, seed);
 }
 
-std::unique_ptr<Learner> make_learner(std::string_view name, nlohmann::json options, uint64_t seed, int32_t devices) {
+std::unique_ptr<Learner> make_learner(std::string_view name, nlohmann::json options, uint64_t seed, int32_t devices,
+                                      int64_t steps) {
   const LearnerInfo& info = find_learner(name);
-  if (info.cluster_defaults && devices > 0 && (options.is_null() || options.is_object())) {
+  if (info.run_defaults && (options.is_null() || options.is_object())) {
     if (options.is_null()) options = nlohmann::json::object();
-    info.cluster_defaults(options, devices);
+    info.run_defaults(options, devices, steps);
   }
   return info.make(options, seed);
 }

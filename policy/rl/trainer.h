@@ -88,8 +88,12 @@ struct LearnerInfo {
   std::string summary;
   /** Options as a JSON object (unknown keys are errors); the seed fixes every random choice. */
   std::function<std::unique_ptr<Learner>(const nlohmann::json& options, uint64_t seed)> make;
-  /** Optional: defaults that depend on the cluster, added to options that leave them out (HDP's groups). */
-  std::function<void(nlohmann::json& options, int32_t devices)> cluster_defaults = nullptr;
+  /**
+   * Optional: defaults that depend on the run, added to options that leave them out: the cluster's device
+   * count (0: unknown) and the planned training steps (0: unknown; training runs pass 0, so that a resumed
+   * longer run keeps its options), e.g. HDP's groups and noise phase.
+   */
+  std::function<void(nlohmann::json& options, int32_t devices, int64_t steps)> run_defaults = nullptr;
 };
 
 /** Every learned policy, in a stable order. */
@@ -100,9 +104,13 @@ bool is_learned_policy(std::string_view name);
 const LearnerInfo& find_learner(std::string_view name, std::string_view where = "");
 /** The learner called `name`; throws placelab::Error listing the known names otherwise. */
 std::unique_ptr<Learner> make_learner(std::string_view name, const nlohmann::json& options, uint64_t seed);
-/** The same for tasks on clusters of up to `devices` devices: options it leaves out that depend on the
- *  cluster take their per-cluster defaults (e.g. HDP's groups: min(256, 20 x devices)). */
-std::unique_ptr<Learner> make_learner(std::string_view name, nlohmann::json options, uint64_t seed, int32_t devices);
+/**
+ * The same for a run on clusters of up to `devices` devices for `steps` training steps (0: unknown): options
+ * it leaves out that depend on them take their per-run defaults (HDP: groups min(256, 20 x devices), logit
+ * noise for the first 30% of the steps).
+ */
+std::unique_ptr<Learner> make_learner(std::string_view name, nlohmann::json options, uint64_t seed, int32_t devices,
+                                      int64_t steps);
 
 /** One line of the JSONL training log. */
 struct LogEntry {

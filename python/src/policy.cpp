@@ -202,7 +202,8 @@ void init_policy(py::module_& m) {
     const uint64_t run_seed = saved ? saved->seed : seed;
     int32_t devices = 0;  // cluster-dependent defaults follow the largest cluster trained on
     for (const rl::Task& t : task_list) devices = std::max(devices, t.cluster->num_devices());
-    auto learner = rl::make_learner(policy, policy_options, run_seed, devices);
+    // Steps unknown (0): a run's options must not depend on its length, or a longer resumed run would differ.
+    auto learner = rl::make_learner(policy, policy_options, run_seed, devices, 0);
     const auto step_callback = gil_callback<bool, const rl::LogEntry&>(on_step.obj, "on_step callback");
     const auto progress_callback = gil_callback<void, std::string_view>(progress.obj, "progress callback");
     // Ctrl-C (a Jupyter interrupt) ends the run after the current step, as if on_step returned False

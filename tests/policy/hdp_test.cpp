@@ -176,11 +176,14 @@ TEST_CASE("hdp: options are checked and completed, the registry builds it", "[le
   REQUIRE(learner->options()["tanh_constant"] == 1.0);
   REQUIRE(learner->options()["logits_noise"] == 0.5);
   REQUIRE(learner->options()["stop_noise_step"] == 300);
-  // For a cluster: min(256, 20 x devices) groups unless given.
-  REQUIRE(rl::make_learner("hdp", nlohmann::json::object(), 1, 2)->options()["groups"] == 40);
-  REQUIRE(rl::make_learner("hdp", nlohmann::json::object(), 1, 16)->options()["groups"] == 256);
-  REQUIRE(rl::make_learner("hdp", {{"groups", 5}}, 1, 16)->options()["groups"] == 5);
-  REQUIRE(rl::make_learner("hsdag", nlohmann::json::object(), 1, 16)->options()["groups"] == 8);  // HDP's rule only
+  // For a run: min(256, 20 x devices) groups and noise for 30% of the planned steps, unless given.
+  REQUIRE(rl::make_learner("hdp", nlohmann::json::object(), 1, 2, 0)->options()["groups"] == 40);
+  REQUIRE(rl::make_learner("hdp", nlohmann::json::object(), 1, 2, 0)->options()["stop_noise_step"] == 300);
+  REQUIRE(rl::make_learner("hdp", nlohmann::json::object(), 1, 16, 100)->options()["groups"] == 256);
+  REQUIRE(rl::make_learner("hdp", nlohmann::json::object(), 1, 16, 100)->options()["stop_noise_step"] == 30);
+  REQUIRE(rl::make_learner("hdp", {{"groups", 5}, {"stop_noise_step", 7}}, 1, 16, 100)->options()["groups"] == 5);
+  REQUIRE(rl::make_learner("hdp", {{"groups", 5}, {"stop_noise_step", 7}}, 1, 16, 100)->options()["stop_noise_step"] == 7);
+  REQUIRE(rl::make_learner("hsdag", nlohmann::json::object(), 1, 16, 100)->options()["groups"] == 8);  // HDP's rule only
   REQUIRE_THAT(testing::error_of([] { learned::make_hdp_learner({{"lr_decay", 1.5}}, 1); }), Catch::Contains("lr_decay"));
   REQUIRE(learner->options()["algorithm"] == "reinforce");
   REQUIRE_THAT(testing::error_of([] { learned::make_hdp_learner({{"grups", 4}}, 1); }),
