@@ -34,13 +34,16 @@ def main(argv=None) -> str:
                  ("HEFT", "heft", {}), ("expert", "human_expert", {}), ("single GPU", "single_device", {})]
     rows_spec += [(name, name, {"steps": steps}) for name in ("hdp", "placeto", "gdp")]
     rows, ratios_time, ratios_step = [], [], []
-    for spec, cluster_name in QUICK if args.quick else FULL:
+    def run_config(config):  # one (graph, cluster); spread over MPI ranks under mpirun
+        spec, cluster_name = config
         g = paperlib.graph(spec)
         cluster = constrained(cluster_name, g)
-        sim = placelab.Simulator(g, cluster)
-        results = paperlib.run_placers(sim, rows_spec, args.seed)
+        return cluster.name, paperlib.run_placers(placelab.Simulator(g, cluster), rows_spec, args.seed)
+
+    configs = QUICK if args.quick else FULL
+    for (spec, _), (cluster_name, results) in zip(configs, paperlib.sweep(run_config, configs)):
         for column, r in results.items():
-            rows.append({"graph": spec, "cluster": cluster.name, "placer": column, "step time": fmt_s(r["step_time_s"]),
+            rows.append({"graph": spec, "cluster": cluster_name, "placer": column, "step time": fmt_s(r["step_time_s"]),
                          "OOM": "yes" if r["oom"] else "no", "placement time": fmt_s(r["place_s"])})
         learned = [r for c, r in results.items() if c in ("hdp", "placeto", "gdp")]
         for c in ("m-TOPO", "m-ETF", "m-SCT"):

@@ -54,24 +54,28 @@ def main(argv=None) -> str:
     placeto_left_out = False
     models = QUICK if args.quick else paperlib.select_models(
         args.models, SUITE, lambda m: {m.split(":")[0], m.replace(",training=1", "")})
-    for model in models:
+    configs = [(model, gpus) for model in models for gpus in ((2,) if args.quick else map(int, args.gpus.split(",")))]
+
+    def run_config(config):  # one (model, GPUs) configuration; spread over MPI ranks under mpirun
+        model, gpus = config
         g = paperlib.graph(model)
-        for gpus in (2,) if args.quick else [int(x) for x in args.gpus.split(",")]:
-            sim = placelab.Simulator(g, placelab.make_preset(CLUSTER.format(gpus)))
-            runnable = [r for r in spec if r[1] != "placeto" or g.num_ops <= PLACETO_MAX_OPS]
-            placeto_left_out |= len(runnable) < len(spec)
-            results = paperlib.run_placers(sim, runnable, args.seed)
-            row = {"model": model, "GPUs": gpus}
-            srow = dict(row)
-            for column, r in results.items():
-                row[column] = fmt_s(r["step_time_s"]) + (" (OOM)" if r["oom"] else "")
-                best_step, _ = paperlib.learned_info(r)
-                converged = paperlib.convergence(r)
-                srow[column] = fmt_s(r["place_s"]) + ("" if best_step == "-" else f", best at step {best_step}") + (
-                    "" if converged is None else f", within 1% at step {converged[0]} ({converged[1]} sims)")
-            times.append(row)
-            search.append(srow)
-            per_model[(model, gpus)] = results
+        sim = placelab.Simulator(g, placelab.make_preset(CLUSTER.format(gpus)))
+        runnable = [r for r in spec if r[1] != "placeto" or g.num_ops <= PLACETO_MAX_OPS]
+        return len(runnable) < len(spec), paperlib.run_placers(sim, runnable, args.seed)
+
+    for (model, gpus), (left_out, results) in zip(configs, paperlib.sweep(run_config, configs)):
+        placeto_left_out |= left_out
+        row = {"model": model, "GPUs": gpus}
+        srow = dict(row)
+        for column, r in results.items():
+            row[column] = fmt_s(r["step_time_s"]) + (" (OOM)" if r["oom"] else "")
+            best_step, _ = paperlib.learned_info(r)
+            converged = paperlib.convergence(r)
+            srow[column] = fmt_s(r["place_s"]) + ("" if best_step == "-" else f", best at step {best_step}") + (
+                "" if converged is None else f", within 1% at step {converged[0]} ({converged[1]} sims)")
+        times.append(row)
+        search.append(srow)
+        per_model[(model, gpus)] = results
     report.intro = [f"Simulated training-step time on `{CLUSTER.format('N')}` presets (roofline cost model, FIFO "
                     "links). GDP-batch starts from the committed pre-trained checkpoint "
                     "(policy/learned/pretrained/gdp.json) and fine-tunes; GDP zero-shot places without training; "

@@ -27,12 +27,14 @@ def main(argv=None) -> str:
                ("HSDAG", "hsdag", {"steps": steps})]
     search = [("HEFT", "heft", {}), ("best split (annealing)", "annealing", {"steps": search_steps})]
     rows, over_cpu, over_gpu, over_split = [], [], [], []
-    for model in QUICK_MODELS if args.quick else MODELS:
+    def run_model(model):  # one model; spread over MPI ranks under mpirun
         g = paperlib.graph(model)
         sim = placelab.Simulator(g, cluster)
-        cpu_only = sim.simulate([cpu] * g.num_ops)["step_time_s"]
-        gpu_only = sim.simulate([gpu] * g.num_ops)["step_time_s"]
-        results = paperlib.run_placers(sim, search + learned, args.seed)
+        singles = [sim.simulate([d] * g.num_ops)["step_time_s"] for d in (cpu, gpu)]
+        return singles, paperlib.run_placers(sim, search + learned, args.seed)
+
+    models = QUICK_MODELS if args.quick else MODELS
+    for model, ((cpu_only, gpu_only), results) in zip(models, paperlib.sweep(run_model, models)):
         best_split = results["best split (annealing)"]["step_time_s"]
         row = {"model": model, "CPU-only": fmt_s(cpu_only), "GPU-only": fmt_s(gpu_only)}
         for column, r in results.items():

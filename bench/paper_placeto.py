@@ -39,18 +39,21 @@ def main(argv=None) -> str:
             (REFINING, "placeto", {"steps": steps, "curve": True, "initial": "heft,scotch"})]
     columns = [c for c, _, _ in spec]
     rows, step_rows, fewer, curves, experts = [], [], [], {}, {}
-    for model in models:
-        g = paperlib.graph(model)
-        for gpus in (2,) if args.quick else [int(x) for x in args.gpus.split(",")]:
-            sim = placelab.Simulator(g, placelab.make_preset(f"placeto-{gpus}"))
-            results = paperlib.run_placers(sim, spec, args.seed)
-            rows.append({"model": model, "GPUs": gpus,
-                         **{c: fmt_s(r["step_time_s"]) + (" (OOM)" if r["oom"] else "") for c, r in results.items()}})
-            panel = f"{model.split(':')[0]}, {gpus} devices"
-            curves[panel] = {c: paperlib.curve(results[c]) for c in ("HDP", "Placeto", REFINING) if c in results}
-            experts[panel] = results["expert"]["step_time_s"] if "expert" in results else 1.0
-            if "HDP" in results and "Placeto" in results:
-                step_rows.append(reach_row(model, gpus, results, fewer))
+    configs = [(model, gpus) for model in models for gpus in ((2,) if args.quick else map(int, args.gpus.split(",")))]
+
+    def run_config(config):  # one (model, GPUs) configuration; spread over MPI ranks under mpirun
+        model, gpus = config
+        return paperlib.run_placers(placelab.Simulator(paperlib.graph(model), placelab.make_preset(f"placeto-{gpus}")),
+                                    spec, args.seed)
+
+    for (model, gpus), results in zip(configs, paperlib.sweep(run_config, configs)):
+        rows.append({"model": model, "GPUs": gpus,
+                     **{c: fmt_s(r["step_time_s"]) + (" (OOM)" if r["oom"] else "") for c, r in results.items()}})
+        panel = f"{model.split(':')[0]}, {gpus} devices"
+        curves[panel] = {c: paperlib.curve(results[c]) for c in ("HDP", "Placeto", REFINING) if c in results}
+        experts[panel] = results["expert"]["step_time_s"] if "expert" in results else 1.0
+        if "HDP" in results and "Placeto" in results:
+            step_rows.append(reach_row(model, gpus, results, fewer))
     report.table("Step time", ["model", "GPUs"] + columns, rows)
     report.table("Training to HDP's best: steps (a Placeto step is a whole episode per rollout), simulations and "
                  "wall time; '-': not reached", ["model", "GPUs", "HDP's best", "HDP steps", "HDP sims", "HDP wall",
@@ -96,8 +99,9 @@ def generalisation(report: paperlib.Report, args, steps: int) -> None:
     if not families:
         return
     cluster = placelab.make_preset("placeto-2" if args.quick else "placeto-4")
-    rows, wins = [], [0, 0]
-    for family, pattern in families.items():
+    def run_family(item):  # one family; spread over MPI ranks under mpirun
+        family, pattern = item
+        rows = []
         train_seeds, test_seeds = ([0], [1]) if args.quick else SEEDS.get(family, ([0, 1, 2, 3, 4], [5, 6, 7]))
         tasks = [(paperlib.graph(pattern.format(s)), cluster) for s in train_seeds]
         with tempfile.TemporaryDirectory() as plain, tempfile.TemporaryDirectory() as refining:
@@ -112,16 +116,19 @@ def generalisation(report: paperlib.Report, args, steps: int) -> None:
                 heft = paperlib.place(sim, "heft", {}, args.seed)
                 scotch = paperlib.place(sim, "scotch", {}, args.seed)
                 best_classical = min(heft["step_time_s"], scotch["step_time_s"])
-                wins[0] += refined["step_time_s"] < best_classical
-                wins[1] += 1
-                rows.append({"family": family, "trained on seeds": ", ".join(map(str, train_seeds)),
-                             "unseen graph": pattern.format(s).split(",training")[0],
-                             "Placeto zero-shot": fmt_s(unseen["step_time_s"]),
-                             "Placeto trained on it": fmt_s(trained["step_time_s"]),
-                             "refining, zero-shot": fmt_s(refined["step_time_s"]),
-                             "HEFT": fmt_s(heft["step_time_s"]), "Scotch": fmt_s(scotch["step_time_s"]),
-                             "refining vs best of HEFT, Scotch": paperlib.fmt_pct(
-                                 100 * (refined["step_time_s"] / best_classical - 1))})
+                rows.append(({"family": family, "trained on seeds": ", ".join(map(str, train_seeds)),
+                              "unseen graph": pattern.format(s).split(",training")[0],
+                              "Placeto zero-shot": fmt_s(unseen["step_time_s"]),
+                              "Placeto trained on it": fmt_s(trained["step_time_s"]),
+                              "refining, zero-shot": fmt_s(refined["step_time_s"]),
+                              "HEFT": fmt_s(heft["step_time_s"]), "Scotch": fmt_s(scotch["step_time_s"]),
+                              "refining vs best of HEFT, Scotch": paperlib.fmt_pct(
+                                  100 * (refined["step_time_s"] / best_classical - 1))},
+                             refined["step_time_s"] < best_classical))
+        return rows
+
+    results = [row for rows in paperlib.sweep(run_family, list(families.items())) for row in rows]
+    rows, wins = [row for row, _ in results], [sum(win for _, win in results), len(results)]
     report.table(f"Generalisation on {cluster.name}: trained on some seeds of a family for {steps} steps, "
                  "placing unseen ones", ["family", "trained on seeds", "unseen graph", "Placeto zero-shot",
                                          "Placeto trained on it", "refining, zero-shot", "HEFT", "Scotch",

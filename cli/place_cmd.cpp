@@ -13,6 +13,7 @@
 #include "cli/placing.h"
 #include "graphs/error.h"
 #include "graphs/json_util.h"
+#include "policy/rl/comm.h"
 #include "sim/placement.h"
 #include "sim/presets.h"
 
@@ -56,6 +57,8 @@ void run(const PlaceArgs& a) {
   sim::Cluster c = sim::load_cluster(a.cluster);
   sim::Simulator simulator(g, c);
   PlacerRun r = run_placer(simulator, placer, options, a.seed);
+  // Under mpirun a learned placer trains data-parallel over the ranks (rl::train); rank 0 answers.
+  if (rl::comm::rank() != 0) return;
   std::vector<PlacerRun> baselines;
   if (with_baselines)
     for (const auto& name : kBaselines) baselines.push_back(run_placer(simulator, name, nlohmann::json::object(), a.seed));
@@ -156,7 +159,15 @@ void add_place_command(CLI::App& app) {
   add_seed(cmd, args->seed, "Seed of the placer's random choices (default 1)");
   cmd->add_option("--out", args->out, "Write the placement as a placelab.placement file");
   cmd->add_flag("--json", args->json, "Print the result as one JSON object");
-  cmd->callback([args] { run(*args); });
+  cmd->callback([args] {
+    rl::comm::init();
+    try {
+      run(*args);
+    } catch (const std::exception& e) {
+      if (rl::comm::size() > 1) rl::comm::fail(e.what());  // other ranks may wait for this one: end them all
+      throw;
+    }
+  });
 }
 
 }  // namespace placelab::cli

@@ -28,10 +28,12 @@ def table(path):
 
 
 def test_two_ranks_give_the_single_process_table(tmp_path):
-    script(0, "paper_tarnawski.py", "--out", str(tmp_path / "one"))
-    script(2, "paper_tarnawski.py", "--out", str(tmp_path / "two"))
-    one, two = table(tmp_path / "one" / "tarnawski_quick_0.csv"), table(tmp_path / "two" / "tarnawski_quick_0.csv")
-    assert one and one == two
+    # Every paper script sweeps its configurations; two of them here (the others run the same helper).
+    for name, stem in (("paper_tarnawski.py", "tarnawski"), ("paper_hsdag.py", "hsdag")):
+        script(0, name, "--out", str(tmp_path / stem / "one"))
+        script(2, name, "--out", str(tmp_path / stem / "two"))
+        one, two = (table(tmp_path / stem / k / f"{stem}_quick_0.csv") for k in ("one", "two"))
+        assert one and one == two, name
 
 
 def test_reproduce_spreads_its_scripts_over_the_ranks(tmp_path):

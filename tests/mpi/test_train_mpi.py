@@ -101,3 +101,16 @@ def test_replicas_that_differ_are_an_error_naming_the_rank(tmp_path):
     assert proc.returncode != 0
     assert "the parameters of rank 1 differ from rank 0's" in proc.stderr
     assert not (tmp_path / "run" / "checkpoint.json").exists()
+
+
+def test_place_with_a_learned_placer_trains_over_the_ranks(tmp_path):
+    # `mpirun -np 2 placelab place --placer hdp` trains data-parallel (the same machinery as train) and rank
+    # 0 alone answers: one JSON document on stdout, the same on a second run (deterministic for a rank count).
+    args = ["place", "--graph", "random_dag:ops=16,width=4,seed=2", "--cluster", "v100-nvlink-2", "--placer", "hdp",
+            "--options", json.dumps({"steps": 4, "rollouts": 2, "hidden": 8, "groups": 4}), "--seed", "3", "--json"]
+    out = [tmp_path / "first.json", tmp_path / "second.json"]
+    doc = json.loads(run(2, *args, "--out", str(out[0])).stdout)  # one document: the other rank printed nothing
+    assert doc["placer"] == "hdp" and doc["info"]["steps"] == 4 and doc["step_time_s"] > 0
+    again = json.loads(run(2, *args, "--out", str(out[1])).stdout)
+    assert (again["step_time_s"], again["info"]["cost_s"]) == (doc["step_time_s"], doc["info"]["cost_s"])
+    assert json.loads(out[0].read_text())["device_of"] == json.loads(out[1].read_text())["device_of"]
