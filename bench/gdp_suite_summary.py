@@ -22,6 +22,7 @@ COMPARISONS = [
     ("GDP-one", "expert", "GDP 16% faster"), ("GDP-batch", "expert", "GDP 16% faster"),
     ("GDP-one", "HDP", "GDP 9.2% faster"), ("GDP-batch", "HDP", "GDP 9.2% faster"),
     ("HDP", "expert", ""), ("Placeto", "expert", ""), ("Placeto", "HDP", ""),
+    ("Placeto refining", "expert", ""), ("Placeto refining", "HEFT", ""),
     ("HEFT", "expert", ""), ("METIS", "expert", ""), ("m-SCT", "expert", ""), ("annealing", "expert", ""),
     ("GDP-one", "annealing", ""), ("GDP-batch", "annealing", ""), ("GDP-one", "HEFT", ""), ("GDP-one", "METIS", ""),
     ("GDP-batch", "GDP-one", "batch training helps"), ("GDP zero-shot", "HEFT", ""), ("GDP-batch", "GDP zero-shot", ""),

@@ -26,11 +26,13 @@ PLACETO_MAX_OPS = 20000
 
 def rows_spec(quick: bool, steps: int) -> list[tuple[str, str, dict]]:
     """HDP, GDP-one (from scratch) and GDP-batch (the pre-trained policy fine-tuned) train for `steps`, Placeto for
-    a PLACETO_DIVISOR-th of them."""
+    a PLACETO_DIVISOR-th of them (as published, from random placements, and refining the best of HEFT and Scotch)."""
     return [("expert", "human_expert", {}), ("METIS", "metis", {}), ("HEFT", "heft", {}), ("m-SCT", "m_sct", {}),
             ("annealing", "annealing", {"steps": 20 if quick else 2000}),
             ("HDP", "hdp", {"steps": steps, "curve": True}),
             ("Placeto", "placeto", {"steps": max(1, steps // PLACETO_DIVISOR), "curve": True}),
+            ("Placeto refining", "placeto", {"steps": max(1, steps // PLACETO_DIVISOR), "curve": True,
+                                             "initial": "heft,scotch"}),
             ("GDP-one", "gdp", {"steps": steps, "pretrained": False, "curve": True}),
             ("GDP-batch", "gdp", {"steps": steps, "curve": True}),
             ("GDP zero-shot", "gdp", {"steps": 0})]
