@@ -638,9 +638,11 @@ def test_ctrl_c_ends_training_after_a_step_with_checkpoint(tmp_path):
     c = pl.make_preset("v100-nvlink-2")
     tasks = [(pl.make_model("random_dag", {"seed": 1, "ops": 200, "width": 8}), c)]
 
+    # on_step is a builtin, as in the doc's example (history.append): Python code in the callback could itself be
+    # interrupted before it records the step (the doc says so); a builtin runs no bytecode, so it always records.
     def call():
         return pl.train("gdp", tasks, steps=10 ** 6, minutes=0.2, seed=0, checkpoint=tmp_path / "ck",
-                        checkpoint_every=10 ** 6, options={"rollouts": 2}, on_step=lambda e: steps.append(e))
+                        checkpoint_every=10 ** 6, options={"rollouts": 2}, on_step=steps.append)
 
     _interrupted_inside(call)
     assert steps, "no step finished"
