@@ -810,7 +810,7 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
   };
   auto make_ready = [&](int32_t op, int32_t d) {
     // The op starts some events from now: fetch its time and adjacency meanwhile.
-    __builtin_prefetch(time_.data() + static_cast<size_t>(op) * D);
+    __builtin_prefetch(op_time + static_cast<size_t>(op) * D);
     __builtin_prefetch(outs + info[op].out_begin);
     __builtin_prefetch(ins + info[op].in_begin);
     heap_push(heap + s.heap_off[d], s.heap_size[d],
