@@ -356,8 +356,8 @@ class HdpLearner final : public GroupedLearner {
    * The TensorFlow implementation's exploration (hierarchical_controller.py): many groups (80 = 20 x 4
    * devices; per cluster min(256, 20 x devices), hdp_run_defaults), device logits bounded by tanh,
    * and noise of half their RMS on the logits sampled from, until step 300 (or 30% of a run's planned
-   * steps; 750 there, in runs of thousands of steps). Without them the placer collapsed onto one device within 20 steps and never
-   * left it; measurements in docs/learned.md#hdp.
+   * steps; 750 there, in runs of thousands of steps). Without them the placer collapsed onto one device
+   * within 20 steps and never left it; measurements in docs/learned.md#hdp.
    */
   static GroupedOptions hdp_defaults() {
     GroupedOptions d;
