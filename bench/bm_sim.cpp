@@ -154,13 +154,13 @@ class ScheduleOnly {
       for (int32_t d = 0; d < D_; ++d) time_.push_back(sim.op_time_s(op, d));
     }
     latency_.assign(static_cast<size_t>(D_) * D_, 0);
-    inv_bandwidth_.assign(static_cast<size_t>(D_) * D_, 0);
+    bandwidth_.assign(static_cast<size_t>(D_) * D_, 0);
     route_off_.push_back(0);
     for (int32_t a = 0; a < D_; ++a)
       for (int32_t b = 0; b < D_; ++b) {
         if (a != b) {
           latency_[a * D_ + b] = c.route_latency_s(a, b);
-          inv_bandwidth_[a * D_ + b] = 1.0 / c.route_bandwidth_bytes_per_s(a, b);
+          bandwidth_[a * D_ + b] = c.route_bandwidth_bytes_per_s(a, b);
         }
         const auto route = c.route(a, b);
         route_ch_.insert(route_ch_.end(), route.begin(), route.end());
@@ -215,7 +215,7 @@ class ScheduleOnly {
       }
       const int32_t p = running_[d];
       makespan = t;
-      free_s_[d] = t + gap_[d];
+      free_s_[d] = time_[static_cast<size_t>(p) * D_ + d] > 0 ? t + gap_[d] : t;  // no gap after an op that took no time
       int32_t num_dest = 0;
       for (int32_t k = out_begin_[p]; k < out_begin_[p + 1]; ++k) {
         const double bytes = out_[k].bytes;
@@ -236,7 +236,7 @@ class ScheduleOnly {
         const int32_t hops = route_off_[pair + 1] - route_off_[pair];
         double start = t;
         for (int32_t h = 0; h < hops; ++h) start = std::max(start, chan_free_s_[ch[h]]);
-        const double end = start + (latency_[pair] + dest_bytes_[e] * inv_bandwidth_[pair]);
+        const double end = start + (latency_[pair] + dest_bytes_[e] / bandwidth_[pair]);
         for (int32_t h = 0; h < hops; ++h) chan_free_s_[ch[h]] = end + busy_after_[ch[h]];
         arrival_s_[e] = end;
       }
@@ -297,7 +297,7 @@ class ScheduleOnly {
   int32_t n_, D_;
   std::vector<int32_t> priority_, out_begin_, in_degree_, route_off_, route_ch_;
   std::vector<Out> out_;
-  std::vector<double> time_, latency_, inv_bandwidth_, gap_, busy_after_;
+  std::vector<double> time_, latency_, bandwidth_, gap_, busy_after_;
   std::vector<OpState> op_;
   std::vector<Entry> heap_;
   std::vector<int32_t> heap_off_, heap_size_, running_, stamp_, dest_, next_kind_;

@@ -37,27 +37,36 @@ constexpr double kMaxSeconds = 1e9;
 // ends, device wake-ups.
 constexpr int32_t kNet = 0, kEnd = 1, kWake = 2;
 
+// An op in a ready queue. `prio` is the op's position by (upward rank descending, op id), unique, so
+// that the default order needs two comparisons and an entry fits in 16 bytes.
 struct ReadyEntry {
   double ready_s;
-  double neg_rank;
+  int32_t prio;
   int32_t op;
 };
 
 // (ready time, rank, op id): the default priority, and the order of ops waiting for their inputs.
 struct ByReadyTime {
   bool operator()(const ReadyEntry& a, const ReadyEntry& b) const {
-    if (a.ready_s != b.ready_s) return a.ready_s < b.ready_s;
-    if (a.neg_rank != b.neg_rank) return a.neg_rank < b.neg_rank;
-    return a.op < b.op;
+    return a.ready_s < b.ready_s || (a.ready_s == b.ready_s && a.prio < b.prio);
   }
 };
 
-// (rank, ready time, op id): Priority::rank among ops that are ready.
-struct ByRank {
+// (ready time, release key): Priority::fifo's order; release keys are unique.
+struct ByRelease {
+  const double* key;
   bool operator()(const ReadyEntry& a, const ReadyEntry& b) const {
-    if (a.neg_rank != b.neg_rank) return a.neg_rank < b.neg_rank;
-    if (a.ready_s != b.ready_s) return a.ready_s < b.ready_s;
-    return a.op < b.op;
+    return a.ready_s < b.ready_s || (a.ready_s == b.ready_s && key[a.op] < key[b.op]);
+  }
+};
+
+// (rank, ready time, op id): Priority::rank among ops that are ready; `rank_class` numbers the distinct
+// ranks in decreasing order, and prio orders equal ranks by op id.
+struct ByRank {
+  const int32_t* rank_class;
+  bool operator()(const ReadyEntry& a, const ReadyEntry& b) const {
+    if (rank_class[a.op] != rank_class[b.op]) return rank_class[a.op] < rank_class[b.op];
+    return a.ready_s < b.ready_s || (a.ready_s == b.ready_s && a.prio < b.prio);
   }
 };
 
@@ -139,14 +148,17 @@ uint64_t mem_key(double time_s, int32_t is_alloc) {
 // because changes are dated after the event being handled. Push O(1), pop amortised O(log key range).
 struct MemQueue {
   std::array<std::vector<MemEvent>, 65> bucket;  // bucket i > 0: keys whose highest bit differing from last is i-1
+  std::array<uint64_t, 65> bucket_min;           // the smallest key of each bucket (UINT64_MAX when empty)
   uint64_t last = 0;
   uint64_t min = UINT64_MAX;  // smallest key held
   uint64_t filled = 0;        // bit i-1 set: bucket i is not empty
   size_t size = 0;
 
+  MemQueue() { bucket_min.fill(UINT64_MAX); }
   static int index(uint64_t key, uint64_t last) { return key == last ? 0 : 64 - std::countl_zero(key ^ last); }
   void clear() {
     for (auto& b : bucket) b.clear();
+    bucket_min.fill(UINT64_MAX);
     last = filled = 0;
     min = UINT64_MAX;
     size = 0;
@@ -154,6 +166,7 @@ struct MemQueue {
   void put(const MemEvent& e) {
     const int i = index(e.key, last);
     bucket[i].push_back(e);
+    bucket_min[i] = std::min(bucket_min[i], e.key);
     if (i > 0) filled |= uint64_t{1} << (i - 1);
   }
   void push(const MemEvent& e) {
@@ -161,21 +174,24 @@ struct MemQueue {
     min = std::min(min, e.key);
     ++size;
   }
-  MemEvent pop() {  // one with the smallest key; size > 0
+  // One with the smallest key; size > 0. Every key of a lower bucket is below every key of a higher one,
+  // so the smallest key held is that of the lowest bucket in use: no bucket is scanned for it.
+  MemEvent pop() {
     if (bucket[0].empty()) {
       const int i = std::countr_zero(filled) + 1;
       last = min;
       filled &= ~(uint64_t{1} << (i - 1));
       for (const MemEvent& e : bucket[i]) put(e);  // all go to lower buckets
       bucket[i].clear();
+      bucket_min[i] = UINT64_MAX;
     }
     MemEvent e = bucket[0].back();
     bucket[0].pop_back();
     --size;
-    if (!bucket[0].empty()) return e;
-    min = UINT64_MAX;
-    if (filled)
-      for (const MemEvent& x : bucket[std::countr_zero(filled) + 1]) min = std::min(min, x.key);
+    if (bucket[0].empty()) {
+      bucket_min[0] = UINT64_MAX;
+      min = filled ? bucket_min[std::countr_zero(filled) + 1] : UINT64_MAX;
+    }
     return e;
   }
 };
@@ -369,7 +385,6 @@ Simulator::Simulator(const graphs::Graph& graph, const Cluster& cluster, std::sh
     OpInfo& info = info_[op];
     info.output_mem = std::llround(graph.output_bytes(op));
     info.temp_mem = std::llround(graph.temp_bytes(op));
-    info.neg_rank = -rank_[op];
     info.out_begin = out_pos;
     info.out_end = out_pos += graph.out_degree(op);
     info.in_begin = in_pos;
@@ -440,6 +455,7 @@ Simulator::Simulator(const graphs::Graph& graph, const Cluster& cluster, std::sh
   gap_after_op_s_.resize(D);
   for (size_t d = 0; d < D; ++d) gap_after_op_s_[d] = cluster.device(d).gap_after_op_s;
   use_clock_unit(cluster.clock_unit_s());
+  order_by_rank();
 
   if (options_.priority == Priority::fifo) {
     // Placeto's simulator orders releases at one instant by (producer name, consumer name): the keys
@@ -489,6 +505,18 @@ void Simulator::refresh_clock_time() {
   std::transform(time_.begin(), time_.end(), clock_time_.begin(), [&](double t) { return in_clock_unit(t / clock_unit_s_); });
 }
 
+void Simulator::order_by_rank() {
+  std::vector<int32_t> order(n_);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return rank_[a] > rank_[b] || (rank_[a] == rank_[b] && a < b); });
+  rank_class_.resize(n_);
+  for (int32_t i = 0, c = -1; i < n_; ++i) {
+    if (i == 0 || rank_[order[i]] != rank_[order[i - 1]]) ++c;
+    info_[order[i]].prio = i;
+    rank_class_[order[i]] = c;
+  }
+}
+
 void Simulator::take_batches_of(const Simulator& base) {
   const int32_t n = base.n_;
   const auto D = static_cast<size_t>(devices_);
@@ -507,8 +535,8 @@ void Simulator::take_batches_of(const Simulator& base) {
   for (int32_t op = 0; op < n_; ++op) {  // below 2^53: exact
     const int64_t k = op / n;
     rank_[op] = static_cast<double>((batches - 1 - k) * n + (n - 1 - pos[op % n]));
-    info_[op].neg_rank = -rank_[op];
   }
+  order_by_rank();
 }
 
 Simulator::~Simulator() = default;
@@ -770,6 +798,8 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
   const bool edge_comm = kGeneral && options_.use_edge_comm && graph_->has_edge_comm();
   const bool broadcast = kGeneral && cluster_->transfer_mode() == TransferMode::broadcast;
   const bool sharing = kGeneral && options_.share_bandwidth;
+  const ByRelease by_release{s.fifo_key.data()};
+  const ByRank by_rank_class{rank_class_.data()};
 
   // The next event: the device (leaf) with the least (next_s, kind, index). Up to 16 leaves: a scan
   // (scan_next, measured faster for 8 GPUs); more: a tournament tree kept up to date.
@@ -813,8 +843,9 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
     __builtin_prefetch(op_time + static_cast<size_t>(op) * D);
     __builtin_prefetch(outs + info[op].out_begin);
     __builtin_prefetch(ins + info[op].in_begin);
-    heap_push(heap + s.heap_off[d], s.heap_size[d],
-              ReadyEntry{state[op].ready_s, fifo ? s.fifo_key[op] : info[op].neg_rank, op}, ByReadyTime());
+    const ReadyEntry entry{state[op].ready_s, info[op].prio, op};
+    if (fifo) heap_push(heap + s.heap_off[d], s.heap_size[d], entry, by_release);
+    else heap_push(heap + s.heap_off[d], s.heap_size[d], entry, ByReadyTime());
     if (s.running[d] == -1) schedule_wake(d);
   };
   // Priority::fifo: ties in ready time go in the order Placeto's simulator releases ops at one instant.
@@ -963,12 +994,13 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
       if (flush) mem_flush(t, true);
       int32_t op;
       if (!by_rank) {
-        op = heap_pop(heap + s.heap_off[d], s.heap_size[d], ByReadyTime()).op;
+        op = fifo ? heap_pop(heap + s.heap_off[d], s.heap_size[d], by_release).op
+                  : heap_pop(heap + s.heap_off[d], s.heap_size[d], ByReadyTime()).op;
       } else {
         while (s.heap_size[d] > 0 && heap[s.heap_off[d]].ready_s <= t)
           heap_push(ranked + s.heap_off[d], s.ranked_size[d],
-                    heap_pop(heap + s.heap_off[d], s.heap_size[d], ByReadyTime()), ByRank());
-        op = heap_pop(ranked + s.heap_off[d], s.ranked_size[d], ByRank()).op;
+                    heap_pop(heap + s.heap_off[d], s.heap_size[d], ByReadyTime()), by_rank_class);
+        op = heap_pop(ranked + s.heap_off[d], s.ranked_size[d], by_rank_class).op;
       }
       const double dur = op_time[static_cast<size_t>(op) * D + d];
       s.running[d] = op;

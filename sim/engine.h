@@ -131,6 +131,8 @@ class Simulator {
    * that under Priority::rank a device starts the earliest micro-batch's ready op (a pipeline's order).
    */
   void take_batches_of(const Simulator& base);
+  /** Each op's prio (in info_) and rank class from rank_, after rank_ changes. */
+  void order_by_rank();
   /** Makes the run count time in `unit_s` (a second: nothing to do). */
   void use_clock_unit(double unit_s);
   /** clock_time_ from time_, after time_ changes. */
@@ -153,7 +155,8 @@ class Simulator {
   // Hot per-op and per-edge data packed so that handling one op touches few cache lines.
   struct OpInfo {
     int64_t output_mem, temp_mem;  // whole bytes
-    double neg_rank;
+    int32_t prio;                  // position by (upward rank descending, op id): the ready queues' tie-break
+    int32_t unused;
     int32_t out_begin, out_end, in_begin, in_end;
   };
   struct OutSlot {  // an out-edge of a producer
@@ -168,6 +171,7 @@ class Simulator {
   };
   std::vector<double> time_;  // n x devices, seconds
   std::vector<double> rank_;
+  std::vector<int32_t> rank_class_;  // distinct upward ranks numbered in decreasing order (Priority::rank)
   // The run's tables below count time in clock units (Cluster::clock_unit_s, seconds by default); with
   // another unit, clock_time_ is time_ in it (else empty: the run reads time_).
   double clock_unit_s_ = 1;
