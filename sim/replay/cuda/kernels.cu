@@ -33,11 +33,14 @@ __global__ void stream_kernel(const float* src, float* dst, int64_t size, int64_
                               double* checksum) {
   double sum = 0;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < elements; i += stride) {
-    const int64_t j = (begin + i) % size;
+  const int64_t step = stride % size;  // one 64-bit modulo per thread, not one per element (emulated, slow)
+  int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (int64_t j = (begin + i) % size; i < elements; i += stride) {
     const float v = 0.5f * src[j] + 1.0f;
     dst[j] = v;
     sum += v;
+    j += step;
+    if (j >= size) j -= size;
   }
   add_warp_sum(sum, checksum);
 }
