@@ -2,12 +2,14 @@
 // in one causal order (so every event a stream waits for has already been recorded), behind a gate
 // kernel per GPU that holds the streams until everything is enqueued; each op and transfer is timed by
 // events against a zero event per GPU recorded right after the gate opens. Devices of kind "cpu" run
-// the CPU kernels as host functions on their own stream. Every CUDA call is checked.
+// the CPU kernels as host functions on their own stream, timed by the same events around them, so all
+// times are on one clock (host-clock stamps against a host function's "zero" would be off by that
+// function's own dispatch latency, tens of microseconds, and could put a host op before the transfer it
+// waits for). Every CUDA call is checked.
 #include "sim/replay/cuda/executor.h"
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -31,10 +33,6 @@ void check_cuda(cudaError_t err, const char* call, const char* file, int line) {
 
 #define PLACELAB_CUDA_CHECK(call) check_cuda((call), #call, __FILE__, __LINE__)
 
-using Clock = std::chrono::steady_clock;
-
-double host_now_s() { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); }
-
 /** Streams hold at most this many commands behind the gate; bigger plans run ungated. */
 constexpr int64_t kGateLimit = 900;
 
@@ -45,18 +43,13 @@ struct HostOp {
   cpu::GemmShape gemm;
   int64_t elements = 0;
   double* checksum = nullptr;
-  double start_s = 0, end_s = 0;
 };
 
 void CUDART_CB run_host_op(void* data) {
   auto* op = static_cast<HostOp*>(data);
-  op->start_s = host_now_s();
   if (op->kernel == KernelKind::compute) *op->checksum += op->memory->gemm(op->gemm);
   if (op->kernel == KernelKind::memory) *op->checksum += op->memory->stream(op->memory->take(op->elements), op->elements);
-  op->end_s = host_now_s();
 }
-
-void CUDART_CB mark_host_zero(void* data) { *static_cast<double*>(data) = host_now_s(); }
 
 void CUDART_CB rewind_host(void* data) { static_cast<cpu::DeviceMemory*>(data)->rewind(); }
 
@@ -312,7 +305,6 @@ class Runner {
       if (d.host) {
         d.host_checksum = 0;
         PLACELAB_CUDA_CHECK(cudaLaunchHostFunc(d.stream, rewind_host, d.memory.get()));
-        PLACELAB_CUDA_CHECK(cudaLaunchHostFunc(d.stream, mark_host_zero, &host_zero_s_));
       } else {
         PLACELAB_CUDA_CHECK(cudaMemsetAsync(d.checksum, 0, sizeof(double), d.stream));
       }
@@ -391,14 +383,9 @@ class Runner {
 
   void read_times(std::vector<double>& s, std::vector<double>& e, std::vector<double>& xs, std::vector<double>& xe) const {
     for (size_t i = 0; i < plan_.ops.size(); ++i) {
-      const Device& d = devices_[plan_.ops[i].device];
-      if (d.host) {
-        s[i] = host_ops_[i].start_s - host_zero_s_;
-        e[i] = host_ops_[i].end_s - host_zero_s_;
-      } else {
-        s[i] = since_zero_s(d.gpu, start_[i]);
-        e[i] = since_zero_s(d.gpu, end_[i]);
-      }
+      const int gpu = devices_[plan_.ops[i].device].gpu;  // a host device's stream lives on GPU 0
+      s[i] = since_zero_s(gpu, start_[i]);
+      e[i] = since_zero_s(gpu, end_[i]);
     }
     for (size_t t = 0; t < plan_.transfers.size(); ++t) {
       const int gpu = pairs_[pair_of_transfer_[t]].gpu;
@@ -441,7 +428,6 @@ class Runner {
   int* gate_flag_ = nullptr;
   int* gate_device_ = nullptr;
   bool gated_ = true;
-  double host_zero_s_ = 0;
 };
 
 }  // namespace
