@@ -332,3 +332,30 @@ TEST_CASE("sim::replay::cuda: a plan runs in dependency order on the GPUs", "[re
   CHECK(r.step_time_s > 0);
   check_order(plan, r);
 }
+
+TEST_CASE("sim::replay::cuda: a long host-GPU ping-pong neither hangs nor runs out of order", "[replay][cuda]") {
+  // Hundreds of host functions behind the gate used to block cudaLaunchHostFunc for ever (the gate
+  // opened only after everything was enqueued), and host ops were timed on the host clock, which could
+  // put a host op before the transfer it waits for.
+  std::string why;
+  if (cuda::device_count(&why) == 0) {
+    WARN("skipped: no CUDA GPU (" << why << ")");
+    return;
+  }
+  ReplayPlan plan{.graph = "host-gpu-ping-pong", .cluster = "test"};
+  plan.devices = {{.name = "host", .kind = "cpu", .ops = {}}, {.name = "gpu0", .kind = "gpu", .ops = {}}};
+  constexpr int32_t kHops = 300;
+  for (int32_t i = 0; i <= kHops; ++i) {
+    PlanOp op{.name = "hop" + std::to_string(i), .type = "Op", .device = i % 2};
+    if (i % 2 == 1) op.kernel = KernelKind::memory, op.bytes = 1e5;  // the GPU's ops stream 100 kB
+    if (i > 0) {
+      op.after_transfers = {i - 1};
+      plan.transfers.push_back({.producer = i - 1, .src = (i - 1) % 2, .dst = i % 2, .bytes = 4096});
+    }
+    plan.ops.push_back(op);
+    plan.devices[i % 2].ops.push_back(i);
+  }
+  const ReplayResult r = run_replay(plan, "cuda", fast_options());
+  CHECK(r.step_time_s > 0);
+  check_order(plan, r);
+}

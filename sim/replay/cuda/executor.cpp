@@ -10,10 +10,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <numeric>
+#include <thread>
 
 #include <cuda_runtime.h>
 #include <fmt/format.h>
@@ -35,6 +39,69 @@ void check_cuda(cudaError_t err, const char* call, const char* file, int line) {
 
 /** Streams hold at most this many commands behind the gate; bigger plans run ungated. */
 constexpr int64_t kGateLimit = 900;
+
+/**
+ * A gated run whose enqueuing makes no progress for this long has a call blocked behind the closed gate,
+ * which would wait for ever: the gate is then opened early. Seen on an H200 (driver 580): gated plans
+ * with 100 or 200 host functions (a chain, a host-GPU ping-pong) never finished enqueuing, one with ~15
+ * did; and under compute-sanitizer even the small test plans hung. Enqueuing one op takes microseconds.
+ */
+constexpr auto kGateStall = std::chrono::milliseconds(20);
+
+void open_gate(int* flag) { std::atomic_ref<int>(*flag).store(1, std::memory_order_seq_cst); }
+
+/**
+ * Watches the enqueuing of a gated run: opens the gate when it stalls (kGateStall), and always when
+ * the watch ends, also on the error path (else the gate kernel would spin for ever and the next
+ * synchronising call, e.g. cudaFree, would never return).
+ */
+class GateWatch {
+ public:
+  GateWatch(int* flag, bool gated) : flag_(flag) {
+    if (gated) thread_ = std::thread([this] { watch(); });
+  }
+  ~GateWatch() { open(); }
+  GateWatch(const GateWatch&) = delete;
+  GateWatch& operator=(const GateWatch&) = delete;
+
+  /** One op or transfer enqueued. */
+  void step() { progress_.fetch_add(1, std::memory_order_relaxed); }
+
+  /** Opens the gate and ends the watch; true when the watch had to open it before (a stall). */
+  bool open() {
+    {
+      std::lock_guard lock(mutex_);
+      done_ = true;
+    }
+    wake_.notify_all();
+    if (thread_.joinable()) thread_.join();
+    open_gate(flag_);
+    return stalled_;
+  }
+
+ private:
+  void watch() {
+    std::unique_lock lock(mutex_);
+    int64_t seen = -1;
+    while (!done_) {
+      const int64_t now = progress_.load(std::memory_order_relaxed);
+      if (now == seen) {
+        stalled_ = true;
+        open_gate(flag_);
+        return;
+      }
+      seen = now;
+      wake_.wait_for(lock, kGateStall, [this] { return done_; });
+    }
+  }
+
+  int* flag_;
+  std::atomic<int64_t> progress_{0};
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool done_ = false, stalled_ = false;
+  std::thread thread_;
+};
 
 /** What a host function of a "cpu" device needs. */
 struct HostOp {
@@ -108,7 +175,9 @@ class Runner {
     std::vector<double> steps;
     std::vector<std::vector<double>> starts, ends, xstarts, xends;
     for (int32_t r = 0; r < runs; ++r) {
-      run_once();
+      if (run_once() && options_.progress)
+        options_.progress(fmt::format("run {}: enqueuing stalled behind the gate (a queue is full), which was opened "
+                                      "early; the later runs are ungated", r + 1));
       report_run(options_, r);
       if (r < options_.warmup) continue;
       std::vector<double> s(n), e(n), xs(m), xe(m);
@@ -290,10 +359,11 @@ class Runner {
     return order;  // complete: validate_plan proved the graph acyclic
   }
 
-  void run_once() {
+  /** Runs the plan once; true when a gated run stalled (then the later runs are ungated). */
+  bool run_once() {
     const auto n = static_cast<int32_t>(plan_.ops.size());
-    *gate_flag_ = gated_ ? 0 : 1;
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    std::atomic_ref<int>(*gate_flag_).store(gated_ ? 0 : 1, std::memory_order_seq_cst);
+    GateWatch watch(gate_flag_, gated_);
     for (int g = 0; g < gpus_used_; ++g) {
       PLACELAB_CUDA_CHECK(cudaSetDevice(g));
       PLACELAB_CUDA_CHECK(launch_gate(gate_device_, gate_streams_[g]));
@@ -320,13 +390,15 @@ class Runner {
       } else {
         enqueue_transfer(v - n, src_cursor, dst_cursor);
       }
+      watch.step();
     }
-    *gate_flag_ = 1;  // opens every gate: the GPUs start now
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    const bool stalled = watch.open();  // opens every gate: the GPUs start now
+    if (stalled) gated_ = false;
     for (int g = 0; g < gpus_used_; ++g) {
       PLACELAB_CUDA_CHECK(cudaSetDevice(g));
       PLACELAB_CUDA_CHECK(cudaDeviceSynchronize());
     }
+    return stalled;
   }
 
   void enqueue_op(int32_t i, std::vector<int64_t>& cursor) {
