@@ -49,6 +49,8 @@ void run(const CalibrateArgs& a) {
   fmt::print("memory         {:>12}  (streaming bandwidth)\n", human(cal.roofline.bandwidth_bytes_per_s, "B/s"));
   fmt::print("launch         {:>12}  (per op)\n", human(cal.roofline.launch_s, "s"));
   fmt::print("roofline fit   {:>11.1f}%  mean error over {} points\n", 100 * cal.roofline.mape, cal.points.size());
+  fmt::print("curves         {:>11.1f}%  mean error at sizes left out (efficiency by op class and size, used by the "
+             "cost model)\n", 100 * cal.curves.mape);
   if (cal.devices >= 2)
     fmt::print("copy           {:>12}  latency {}, fit error {:.1f}%\n", human(cal.link.bandwidth_bytes_per_s, "B/s"),
                human(cal.link.latency_s, "s"), 100 * cal.link.mape);

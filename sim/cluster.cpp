@@ -13,6 +13,7 @@
 #include "graphs/error.h"
 #include "graphs/json_util.h"
 #include "graphs/msr.h"
+#include "graphs/op_class.h"
 #include "sim/presets.h"
 
 namespace placelab::sim {
@@ -29,6 +30,20 @@ void check_positive(double v, std::string_view what, const std::string& where) {
   if (!std::isfinite(v) || v <= 0) throw Error(fmt::format("{}: {} is {}, must be finite and > 0", where, what, v));
 }
 
+// A curve's points: sizes increasing and > 0, efficiencies > 0, as many of each, at least one.
+void validate_curve(const EfficiencyCurve& c, const std::string& where) {
+  if (c.size.empty() || c.size.size() != c.efficiency.size())
+    throw Error(fmt::format("{}: {} sizes and {} efficiencies; give one efficiency per size, at least one", where,
+                            c.size.size(), c.efficiency.size()));
+  for (size_t k = 0; k < c.size.size(); ++k) {
+    check_positive(c.size[k], fmt::format("size[{}]", k), where);
+    check_positive(c.efficiency[k], fmt::format("efficiency[{}]", k), where);
+    if (k > 0 && !(c.size[k] > c.size[k - 1]))
+      throw Error(fmt::format("{}: size[{}] = {} does not increase from size[{}] = {}; list sizes in increasing order",
+                              where, k, c.size[k], k - 1, c.size[k - 1]));
+  }
+}
+
 void validate_device(const Device& d, size_t i) {
   std::string where = fmt::format("cluster device {} (\"{}\")", i, d.name);
   if (d.name.empty()) throw Error(fmt::format("cluster device {}: empty name; give every device a unique name", i));
@@ -40,6 +55,12 @@ void validate_device(const Device& d, size_t i) {
   check_amount(d.gap_after_op_s, "gap_after_op_s", where);
   if (!(d.efficiency > 0 && d.efficiency <= 1))
     throw Error(fmt::format("{}: efficiency is {}, must be in (0, 1]", where, d.efficiency));
+  for (const auto& [name, curve] : d.efficiency_curves) {
+    if (!graphs::parse_op_class(name))
+      throw Error(fmt::format("{}: efficiency curve for \"{}\", which is no op class (gemm, conv, elementwise, "
+                              "reduction, movement)", where, name));
+    validate_curve(curve, fmt::format("{}: efficiency curve \"{}\"", where, name));
+  }
 }
 
 void validate_link(const Link& l, size_t i) {
@@ -240,6 +261,15 @@ Cluster::Cluster(ClusterSpec spec) : spec_(std::move(spec)) {
   }
 }
 
+double EfficiencyCurve::at(double x) const {
+  if (size.empty()) return 1;
+  if (!(x > size.front())) return efficiency.front();
+  if (x >= size.back()) return efficiency.back();
+  const size_t k = static_cast<size_t>(std::upper_bound(size.begin(), size.end(), x) - size.begin());  // size[k-1] <= x < size[k]
+  const double w = std::log(x / size[k - 1]) / std::log(size[k] / size[k - 1]);
+  return efficiency[k - 1] + w * (efficiency[k] - efficiency[k - 1]);
+}
+
 double Cluster::route_latency_s(int32_t src, int32_t dst) const {
   double s = 0;
   for (int32_t ch : route(src, dst)) s += spec_.links[channel_link(ch)].latency_s;
@@ -317,7 +347,7 @@ Cluster cluster_from_json(const nlohmann::json& doc, const std::string& origin) 
   for (size_t i = 0; i < devices.size(); ++i) {
     io::JsonNode d = devices.at(i);
     d.check_fields({"name", "kind", "peak_flops_per_s", "memory_bandwidth_bytes_per_s", "memory_bytes",
-                    "launch_overhead_s", "gap_after_op_s", "efficiency"});
+                    "launch_overhead_s", "gap_after_op_s", "efficiency", "efficiency_curves"});
     Device dev{.name = d.at("name").as_string(),
                .kind = d.at("kind").as_string(),
                .peak_flops_per_s = d.at("peak_flops_per_s").as_amount(),
@@ -329,6 +359,22 @@ Cluster cluster_from_json(const nlohmann::json& doc, const std::string& origin) 
     if (dev.peak_flops_per_s <= 0) d.at("peak_flops_per_s").fail("must be > 0");
     if (dev.memory_bandwidth_bytes_per_s <= 0) d.at("memory_bandwidth_bytes_per_s").fail("must be > 0");
     if (!(dev.efficiency > 0 && dev.efficiency <= 1)) d.at("efficiency").fail("must be in (0, 1]");
+    if (d.has("efficiency_curves")) {
+      io::JsonNode curves = d.at("efficiency_curves");
+      curves.expect_object();
+      for (const auto& [name, value] : curves.value().items()) {
+        io::JsonNode c = curves.at(name);
+        if (!graphs::parse_op_class(name)) c.fail("names no op class; use gemm, conv, elementwise, reduction or movement");
+        c.check_fields({"size", "efficiency"});
+        EfficiencyCurve curve;
+        for (auto [key, out] : {std::pair{"size", &curve.size}, std::pair{"efficiency", &curve.efficiency}}) {
+          io::JsonNode list = c.at(key);
+          for (size_t k = 0; k < list.size(); ++k) out->push_back(list.at(k).as_amount());
+        }
+        validate_curve(curve, c.where());  // here, so that the error names the file
+        dev.efficiency_curves.emplace(name, std::move(curve));
+      }
+    }
     spec.devices.push_back(std::move(dev));
   }
   if (root.has("links")) {
@@ -386,7 +432,7 @@ nlohmann::json cluster_to_json(const Cluster& cluster) {
   const ClusterSpec& s = cluster.spec();
   nlohmann::json devices = nlohmann::json::array(), links = nlohmann::json::array(),
                  routes = nlohmann::json::array();
-  for (const Device& d : s.devices)
+  for (const Device& d : s.devices) {
     devices.push_back({{"name", d.name},
                        {"kind", d.kind},
                        {"peak_flops_per_s", d.peak_flops_per_s},
@@ -395,6 +441,11 @@ nlohmann::json cluster_to_json(const Cluster& cluster) {
                        {"launch_overhead_s", d.launch_overhead_s},
                        {"gap_after_op_s", d.gap_after_op_s},
                        {"efficiency", d.efficiency}});
+    if (d.efficiency_curves.empty()) continue;
+    nlohmann::json curves = nlohmann::json::object();
+    for (const auto& [name, c] : d.efficiency_curves) curves[name] = {{"size", c.size}, {"efficiency", c.efficiency}};
+    devices.back()["efficiency_curves"] = curves;
+  }
   for (const Link& l : s.links) {
     nlohmann::json j = {{"name", l.name},
                         {"bandwidth_bytes_per_s", l.bandwidth_bytes_per_s},

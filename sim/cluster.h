@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -13,6 +14,18 @@
 #include <nlohmann/json.hpp>
 
 namespace placelab::sim {
+
+/**
+ * Measured efficiency against op size for one class of ops (graphs/op_class.h), from calibration: the
+ * fraction of the device's peak FLOP/s (compute classes, size in FLOPs) or memory bandwidth (memory
+ * classes, size in bytes read and written) an op of that size reached, launch overhead excluded.
+ */
+struct EfficiencyCurve {
+  std::vector<double> size;        // increasing, > 0
+  std::vector<double> efficiency;  // one per size, > 0 (above 1 where an op beat the fitted peak, e.g. from cache)
+  /** Piecewise linear in log(size) between the points, the end points' values beyond them. */
+  double at(double size) const;
+};
 
 /** One processor that runs one op at a time. */
 struct Device {
@@ -24,6 +37,8 @@ struct Device {
   double launch_overhead_s = 0;              // added to every op's time (kernel launch, dispatch)
   double gap_after_op_s = 0;                 // device idle after each op; the op's output is ready at its end
   double efficiency = 1;                     // fraction of peak FLOP/s and bandwidth a large op reaches, in (0, 1]
+  /** Calibrated efficiency by op class name ("gemm", "elementwise", ...); replaces `efficiency` where given. */
+  std::map<std::string, EfficiencyCurve> efficiency_curves;
 };
 
 /** Full duplex: each direction is an independent channel; half: both directions share one. */

@@ -10,6 +10,7 @@
 
 #include "graphs/error.h"
 #include "graphs/json_util.h"
+#include "graphs/op_class.h"
 
 namespace placelab::sim {
 
@@ -22,17 +23,39 @@ RooflineModel::RooflineModel(RooflineOptions options) : options_(std::move(optio
                             options_.half_efficiency_flops));
 }
 
-double RooflineModel::op_time_s(const graphs::Graph& graph, graphs::OpId op, const Device& device) const {
+RooflineBounds roofline_bounds(const graphs::Graph& graph, graphs::OpId op, const Device& device, double scale) {
   const double flops = graph.flops(op), bytes = graph.bytes_read(op) + graph.bytes_written(op);
-  double e = device.efficiency;
+  double compute_e = device.efficiency, memory_e = device.efficiency;
+  if (!device.efficiency_curves.empty()) {
+    const graphs::OpClass c = graphs::op_class_of_type(graph.op_type(op));
+    auto curve = [&](graphs::OpClass own, graphs::OpClass fallback) -> const EfficiencyCurve* {
+      for (graphs::OpClass k : {own, fallback}) {
+        auto it = device.efficiency_curves.find(std::string(graphs::op_class_name(k)));
+        if (it != device.efficiency_curves.end()) return &it->second;
+      }
+      return nullptr;
+    };
+    const bool compute = graphs::is_compute_class(c);
+    if (const EfficiencyCurve* k = curve(compute ? c : graphs::OpClass::gemm, graphs::OpClass::gemm); k && flops > 0)
+      compute_e = k->at(flops);
+    if (const EfficiencyCurve* k = curve(compute ? graphs::OpClass::elementwise : c, graphs::OpClass::elementwise); k && bytes > 0)
+      memory_e = k->at(bytes);
+  }
+  return {flops > 0 ? flops / (device.peak_flops_per_s * compute_e * scale) : 0,
+          bytes > 0 ? bytes / (device.memory_bandwidth_bytes_per_s * memory_e * scale) : 0};
+}
+
+double RooflineModel::op_time_s(const graphs::Graph& graph, graphs::OpId op, const Device& device) const {
+  double scale = 1;
   if (!options_.type_efficiency.empty()) {
     auto it = options_.type_efficiency.find(graph.op_type(op));
-    if (it != options_.type_efficiency.end()) e *= it->second;
+    if (it != options_.type_efficiency.end()) scale *= it->second;
   }
-  if (options_.half_efficiency_flops > 0 && flops > 0) e *= flops / (flops + options_.half_efficiency_flops);
-  double compute_s = flops > 0 ? flops / (device.peak_flops_per_s * e) : 0;
-  double memory_s = bytes > 0 ? bytes / (device.memory_bandwidth_bytes_per_s * e) : 0;
-  return std::max(compute_s, memory_s) + device.launch_overhead_s;
+  const double flops = graph.flops(op);
+  if (options_.half_efficiency_flops > 0 && flops > 0 && device.efficiency_curves.empty())
+    scale *= flops / (flops + options_.half_efficiency_flops);
+  const RooflineBounds b = roofline_bounds(graph, op, device, scale);
+  return std::max(b.compute_s, b.memory_s) + device.launch_overhead_s;
 }
 
 ProfileModel::ProfileModel(std::shared_ptr<const CostModel> fallback) : fallback_(std::move(fallback)) {

@@ -26,6 +26,20 @@ class CostModel {
   virtual std::string name() const = 0;
 };
 
+/** The two bounds of the roofline for one op on one device, launch overhead excluded. */
+struct RooflineBounds {
+  double compute_s = 0;  // flops / (peak FLOP/s x efficiency)
+  double memory_s = 0;   // bytes read and written / (bandwidth x efficiency)
+};
+
+/**
+ * The bounds with the device's efficiency for this op: its calibrated curve (Device::efficiency_curves)
+ * at the op's size where it has one, the arithmetic side from the op class's curve ("gemm" for any class
+ * without one) at the op's FLOPs, the memory side from a memory class's curve ("elementwise" for any
+ * class without one) at its bytes; else Device::efficiency. Both are multiplied by `scale`.
+ */
+RooflineBounds roofline_bounds(const graphs::Graph& graph, graphs::OpId op, const Device& device, double scale = 1);
+
 /** Knobs of the roofline model. */
 struct RooflineOptions {
   /** Multiplies the device efficiency for ops of this type (e.g. {"Softmax", 0.5}); other types: 1. */
@@ -36,7 +50,9 @@ struct RooflineOptions {
 
 /**
  * time = max(flops / (peak * e), (bytes_read + bytes_written) / (bandwidth * e)) + launch overhead,
- * with e = device.efficiency * type_efficiency[type] * size factor.
+ * with e = device efficiency (calibrated curves where the device has them: roofline_bounds) *
+ * type_efficiency[type] * size factor (half_efficiency_flops, for devices without curves: a curve
+ * already says how efficiency grows with size).
  */
 class RooflineModel final : public CostModel {
  public:

@@ -152,6 +152,46 @@ RooflineFit fit_roofline(std::span<const CalibrationPoint> points) {
   return fit;
 }
 
+CurveFit fit_curves(std::span<const CalibrationPoint> points, const RooflineFit& roofline) {
+  // Bounds on an efficiency: an op at or under the launch overhead would otherwise get an infinite one.
+  constexpr double kLeast = 1e-3, kMost = 1e3;
+  struct Source {
+    const char* what;
+    const char* op_class;
+    double rate;
+  };
+  CurveFit fit;
+  double error = 0;
+  int32_t inner = 0;
+  for (const Source& src : {Source{"compute", "gemm", roofline.flops_per_s},
+                            Source{"memory", "elementwise", roofline.bandwidth_bytes_per_s}}) {
+    std::map<double, std::vector<double>> times;  // by size: repeated sizes are merged (their median)
+    for (const CalibrationPoint& p : points)
+      if (p.what == src.what && p.size > 0 && p.time_s > 0) times[p.size].push_back(p.time_s);
+    if (times.empty()) continue;
+    EfficiencyCurve curve;
+    std::vector<double> measured;
+    for (auto& [size, ts] : times) {
+      std::nth_element(ts.begin(), ts.begin() + static_cast<std::ptrdiff_t>(ts.size() / 2), ts.end());
+      const double t = ts[ts.size() / 2];
+      curve.size.push_back(size);
+      curve.efficiency.push_back(std::clamp(size / (src.rate * std::max(t - roofline.launch_s, 1e-12)), kLeast, kMost));
+      measured.push_back(t);
+    }
+    for (size_t i = 1; i + 1 < curve.size.size(); ++i) {
+      EfficiencyCurve without = curve;
+      without.size.erase(without.size.begin() + static_cast<std::ptrdiff_t>(i));
+      without.efficiency.erase(without.efficiency.begin() + static_cast<std::ptrdiff_t>(i));
+      const double predicted = curve.size[i] / (src.rate * without.at(curve.size[i])) + roofline.launch_s;
+      error += std::abs(predicted / measured[i] - 1);
+      ++inner;
+    }
+    fit.curves.emplace(src.op_class, std::move(curve));
+  }
+  fit.mape = inner > 0 ? error / inner : 0;
+  return fit;
+}
+
 LinkFit fit_link(std::span<const CalibrationPoint> points) {
   std::vector<std::array<double, 2>> rows;  // unknowns (1 / bandwidth, latency)
   for (const CalibrationPoint& p : points)
@@ -196,21 +236,24 @@ Calibration calibrate(std::string_view backend, const CalibrationOptions& asked)
                               gpus == 0 ? " (" + why + ")" : ""));
     cal.device_memory_bytes = cuda::device_memory_bytes(0);
   }
-  const int32_t count = options.quick ? 3 : 9;
-  // Sizes span the scaled-down zoo graphs' ops: 10 kFLOP to 100 MFLOP, 4 kB to 16 MB (quick: 1 to 100 kFLOP).
-  const double flops_lo = options.quick ? 1e3 : 1e4, flops_hi = options.quick ? 1e5 : 1e8;
-  const double bytes_hi = options.quick ? 4e5 : 1.6e7, copy_hi = options.quick ? 4e5 : 1.6e7;
+  // Sizes span real models' ops, from tiny ones to the largest convolutions and products of a CNN at
+  // batch 32 or a transformer layer: 1 kFLOP to 1 GFLOP, 4 kB to 64 MB; copies 4 kB to 16 MB (quick: 1
+  // to 100 kFLOP, 4 to 400 kB). Four sizes per decade: the curves interpolate between them.
+  const int32_t count = options.quick ? 3 : 25, memory_count = options.quick ? 3 : 18, copy_count = options.quick ? 3 : 9;
+  const double flops_lo = 1e3, flops_hi = options.quick ? 1e5 : 1e9;
+  const double bytes_hi = options.quick ? 4e5 : 6.4e7, copy_hi = options.quick ? 4e5 : 1.6e7;
   auto measure = [&](const std::string& what, double size, auto make) {
     cal.points.push_back({.what = what, .size = size, .time_s = per_op_s(backend, options, make)});
   };
   measure("launch", 0, [&](int32_t n) { return chain_plan(options.devices, n, KernelKind::none, 0, 0, kind); });
   for (double f : log_sizes(flops_lo, flops_hi, count))
     measure("compute", f, [&](int32_t n) { return chain_plan(options.devices, n, KernelKind::compute, f, 0, kind); });
-  for (double b : log_sizes(4e3, bytes_hi, count))
+  for (double b : log_sizes(4e3, bytes_hi, memory_count))
     measure("memory", b, [&](int32_t n) { return chain_plan(options.devices, n, KernelKind::memory, 0, b, kind); });
   cal.roofline = fit_roofline(cal.points);
+  cal.curves = fit_curves(cal.points, cal.roofline);
   if (options.devices >= 2) {
-    for (double b : log_sizes(4e3, copy_hi, count)) {
+    for (double b : log_sizes(4e3, copy_hi, copy_count)) {
       const double hop_s = per_op_s(backend, options, [&](int32_t n) { return ping_pong_plan(n, b, kind); });
       cal.points.push_back({.what = "copy", .size = b, .time_s = std::max(hop_s - cal.roofline.launch_s, 1e-9)});
     }
@@ -230,7 +273,8 @@ Cluster calibrated_cluster(const Calibration& cal) {
                             .memory_bytes = cal.device_memory_bytes,
                             .launch_overhead_s = cal.roofline.launch_s,
                             .gap_after_op_s = 0,
-                            .efficiency = 1});
+                            .efficiency = 1,
+                            .efficiency_curves = cal.curves.curves});
   for (int32_t a = 0; a < cal.devices; ++a)
     for (int32_t b = a + 1; b < cal.devices; ++b)
       spec.links.push_back({.name = fmt::format("{}{}-{}{}", kind, a, kind, b),
@@ -260,6 +304,7 @@ nlohmann::json calibration_to_json(const Calibration& cal) {
                                       {"bandwidth_bytes_per_s", cal.roofline.bandwidth_bytes_per_s},
                                       {"launch_s", cal.roofline.launch_s},
                                       {"mape", cal.roofline.mape}}},
+                        {"curves", {{"leave_one_out_mape", cal.curves.mape}}},
                         {"cluster", cluster_to_json(calibrated_cluster(cal))}};
   if (cal.devices >= 2)
     doc["link"] = {{"bandwidth_bytes_per_s", cal.link.bandwidth_bytes_per_s},

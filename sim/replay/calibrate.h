@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <span>
 #include <string>
 #include <string_view>
@@ -48,6 +49,21 @@ struct LinkFit {
   double mape = 0;
 };
 
+/**
+ * Efficiency against size by op class, read off the points against the fitted roofline: a "compute"
+ * point gives the "gemm" curve F / (P (t - L)), a "memory" point the "elementwise" one B / (W (t - L)).
+ * The cost model interpolates them in log(size) (EfficiencyCurve), so an op between two measured sizes
+ * gets what those two reached rather than one line through all of them.
+ */
+struct CurveFit {
+  std::map<std::string, EfficiencyCurve> curves;
+  /**
+   * Mean |predicted / measured - 1| over the inner points of every curve, each predicted from its curve
+   * without it (leave-one-out): the error at a size calibration did not measure, not at the ones it did.
+   */
+  double mape = 0;
+};
+
 /** A calibration: the points and the fits. */
 struct Calibration {
   std::string backend;
@@ -55,6 +71,7 @@ struct Calibration {
   double device_memory_bytes = 0;
   std::vector<CalibrationPoint> points;
   RooflineFit roofline;
+  CurveFit curves;
   LinkFit link;  // zeros with one device
 };
 
@@ -67,12 +84,15 @@ Calibration calibrate(std::string_view backend, const CalibrationOptions& option
  */
 RooflineFit fit_roofline(std::span<const CalibrationPoint> points);
 
+/** The efficiency curves of the compute and memory points against `roofline` (CurveFit). */
+CurveFit fit_curves(std::span<const CalibrationPoint> points, const RooflineFit& roofline);
+
 /** Least squares in relative error of t = latency + bytes / bandwidth over the "copy" points. */
 LinkFit fit_link(std::span<const CalibrationPoint> points);
 
 /**
  * The cluster of a calibration: devices `cpu0..` (kind "cpu") or `gpu0..` (kind "gpu") with the
- * fitted peak, bandwidth and launch overhead (efficiency 1), and a full-duplex link per device pair
+ * fitted peak, bandwidth and launch overhead (efficiency 1) and the efficiency curves, and a full-duplex link per device pair
  * with the fitted copy bandwidth and latency (each direction is one copy queue, as in the replay).
  */
 Cluster calibrated_cluster(const Calibration& calibration);

@@ -13,6 +13,7 @@
 
 #include "graphs/error.h"
 #include "graphs/json_util.h"
+#include "sim/cost_model.h"
 #include "sim/trace.h"
 
 namespace placelab::sim::replay {
@@ -28,11 +29,12 @@ std::string_view kernel_kind_name(KernelKind kind) {
 
 namespace {
 
+// The bound the cost model says the op is under, with the device's calibrated efficiencies where it has
+// them: the kernel that then runs is the one whose time the prediction counts.
 KernelKind kernel_for(const graphs::Graph& g, graphs::OpId op, const Device& device) {
-  const double flops = g.flops(op), bytes = g.bytes_read(op) + g.bytes_written(op);
-  if (flops > 0 && flops / device.peak_flops_per_s >= bytes / device.memory_bandwidth_bytes_per_s)
-    return KernelKind::compute;
-  return bytes > 0 ? KernelKind::memory : KernelKind::none;
+  const RooflineBounds b = roofline_bounds(g, op, device);
+  if (g.flops(op) > 0 && b.compute_s >= b.memory_s) return KernelKind::compute;
+  return g.bytes_read(op) + g.bytes_written(op) > 0 ? KernelKind::memory : KernelKind::none;
 }
 
 void add_unique(std::vector<int32_t>& v, int32_t x) {

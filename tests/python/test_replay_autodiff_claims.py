@@ -697,6 +697,29 @@ def test_roofline_fit_is_least_squares_in_relative_error(calibration):
 
 
 @needs_cli
+def test_efficiency_curves_and_their_leave_one_out_error(calibration):
+    """replay.md: each compute point gives the "gemm" curve F / (P (t - L)) and each memory point the
+    "elementwise" one B / (W (t - L)), bounded to [1e-3, 1e3], written on every device of the calibrated
+    cluster; the error reported is leave-one-out: each inner point predicted from its curve without it."""
+    doc, cluster, _, _ = calibration
+    r = doc["roofline"]
+    errors = []
+    for what, op_class, rate in (("compute", "gemm", r["flops_per_s"]), ("memory", "elementwise", r["bandwidth_bytes_per_s"])):
+        pts = sorted((p["size"], p["time_s"]) for p in doc["points"] if p["what"] == what)
+        size = np.array([s for s, _ in pts])
+        eff = np.clip(size / (rate * np.maximum(np.array([t for _, t in pts]) - r["launch_s"], 1e-12)), 1e-3, 1e3)
+        for device in cluster["devices"]:
+            curve = device["efficiency_curves"][op_class]
+            assert curve["size"] == pytest.approx(list(size), rel=1e-12)
+            assert curve["efficiency"] == pytest.approx(list(eff), rel=1e-9)
+        for i in range(1, len(pts) - 1):
+            keep = [k for k in range(len(pts)) if k != i]
+            e = np.interp(np.log(size[i]), np.log(size[keep]), eff[keep])
+            errors.append(abs((size[i] / (rate * e) + r["launch_s"]) / pts[i][1] - 1))
+    assert doc["curves"]["leave_one_out_mape"] == pytest.approx(np.mean(errors), rel=1e-6)
+
+
+@needs_cli
 def test_link_fit_and_its_error(calibration):
     """replay.md: 'the link model t = latency + B / bandwidth [is fitted] to the copy points (the hop time
     minus the fitted L) the same way, with latency >= 0 (a fit that needs a negative latency, or a
@@ -747,14 +770,23 @@ def test_profile_is_a_cluster_file(calibration):
 @needs_cli
 def test_profile_drives_the_simulator(tmp_path, calibration):
     """replay.md: 'So every verb uses a calibration with no new option: placelab
-    simulate|place|compare|replay --cluster PROFILE'; the model is t = max(F / P, B / W) + L per op and
-    latency + B / bandwidth per copy, so the replay's prediction on the profile follows it."""
+    simulate|place|compare|replay --cluster PROFILE'; the model is t = max(F / (P e_gemm(F)), B / (W
+    e_elementwise(B))) + L per op, the efficiencies read off the curves in log(size), and latency + B /
+    bandwidth per copy, so the replay's prediction on the profile follows it."""
     doc, _, _, path = calibration
     r, link = doc["roofline"], doc["link"]
+    curves = json.loads(path.read_text())["devices"][0]["efficiency_curves"]
+
+    def efficiency(op_class, size):
+        c = curves[op_class]
+        return np.interp(np.log(size), np.log(c["size"]), c["efficiency"]) if size > 0 else 1.0
+
     plan, res = export(tmp_path, FORK, FORK_PLACEMENT, path)
     assert plan["cluster"] == json.loads(path.read_text())["name"]
     for gop, pop in zip(FORK["ops"], plan["ops"]):
-        want = max(gop.get("flops", 0) / r["flops_per_s"], op_bytes(gop) / r["bandwidth_bytes_per_s"]) + r["launch_s"]
+        flops, nbytes = gop.get("flops", 0), op_bytes(gop)
+        want = max(flops / (r["flops_per_s"] * efficiency("gemm", flops)),
+                   nbytes / (r["bandwidth_bytes_per_s"] * efficiency("elementwise", nbytes))) + r["launch_s"]
         assert pop["end_s"] - pop["start_s"] == pytest.approx(want, rel=1e-9), gop["name"]
     for t in plan["transfers"]:
         want = link["latency_s"] + t["bytes"] / link["bandwidth_bytes_per_s"]

@@ -195,3 +195,29 @@ TEST_CASE("sim::presets: every preset builds, DGX-1 routes use NVLink where it e
   CHECK(msr.kinds() == std::vector<std::string>{"accelerator", "cpu"});
   CHECK(msr.device(1).memory_bytes == 1e9);
 }
+
+TEST_CASE("sim::Cluster: efficiency curves round-trip, and bad ones name the device, the curve and the fix", "[sim]") {
+  const std::string text = kCluster;
+  const std::string curves = R"("launch_overhead_s": 5e-6, "efficiency_curves": {
+      "gemm": {"size": [1e3, 1e6, 1e9], "efficiency": [0.05, 0.4, 0.8]}, "elementwise": {"size": [1e4], "efficiency": [1.2]}})";
+  Cluster c = cluster_from_json(io::parse_json(replace_once(text, "\"launch_overhead_s\": 5e-6", curves), "c.json"), "c.json");
+  REQUIRE(c.device(0).efficiency_curves.size() == 2);
+  CHECK(c.device(0).efficiency_curves.at("gemm").at(1e6) == 0.4);
+  CHECK(c.device(0).efficiency_curves.at("elementwise").at(1) == 1.2);  // above 1: faster than the fitted bandwidth
+  CHECK(c.device(1).efficiency_curves.empty());
+  const nlohmann::json doc = cluster_to_json(c);
+  CHECK(cluster_to_json(cluster_from_json(doc, "back")) == doc);
+  auto with = [&](const std::string& curve) {
+    return replace_once(text, "\"launch_overhead_s\": 5e-6", "\"launch_overhead_s\": 5e-6, \"efficiency_curves\": " + curve);
+  };
+  CHECK_THAT(error_of(with(R"({"matmul": {"size": [1], "efficiency": [1]}})")),
+             Catch::Contains("c.json: devices[0].efficiency_curves.matmul: names no op class; use gemm, conv"));
+  CHECK_THAT(error_of(with(R"({"gemm": {"size": [10, 5], "efficiency": [1, 1]}})")),
+             Catch::Contains("size[1] = 5 does not increase from size[0] = 10"));
+  CHECK_THAT(error_of(with(R"({"gemm": {"size": [10, 50], "efficiency": [1]}})")),
+             Catch::Contains("2 sizes and 1 efficiencies"));
+  CHECK_THAT(error_of(with(R"({"gemm": {"size": [10], "efficiency": [0]}})")),
+             Catch::Contains("efficiency[0] is 0, must be finite and > 0"));
+  CHECK_THAT(error_of(with(R"({"gemm": {"size": [10], "efficiency": [1], "fit": 3}})")),
+             Catch::Contains("unknown field \"fit\""));
+}

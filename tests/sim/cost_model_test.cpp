@@ -80,3 +80,39 @@ TEST_CASE("sim::Simulator: measured times of the device's kind override the cost
   Simulator no_measured(g, c, default_cost_model(), SimOptions{.use_measured = false});
   CHECK(no_measured.op_time_s(1, 0) == Approx(1e9 / 0.5e12 + 1e-5));
 }
+
+TEST_CASE("sim::EfficiencyCurve: linear in log(size) between points, the end values beyond", "[sim]") {
+  const EfficiencyCurve c{.size = {1e3, 1e5, 1e7}, .efficiency = {0.1, 0.5, 0.7}};
+  CHECK(c.at(1) == 0.1);
+  CHECK(c.at(1e3) == 0.1);
+  CHECK(c.at(1e4) == Approx(0.3));   // halfway in log between 1e3 and 1e5
+  CHECK(c.at(1e5) == Approx(0.5));
+  CHECK(c.at(1e6) == Approx(0.6));
+  CHECK(c.at(1e9) == 0.7);
+  CHECK(EfficiencyCurve{.size = {5}, .efficiency = {0.25}}.at(1e9) == 0.25);
+}
+
+TEST_CASE("sim::RooflineModel: calibrated curves set the efficiency by op class and size", "[sim]") {
+  graphs::GraphBuilder b("classes");
+  b.add_op(graphs::OpSpec{.name = "small_mm", .type = "MatMul", .flops = 1e3, .bytes_read = 1, .bytes_written = 1});
+  b.add_op(graphs::OpSpec{.name = "mid_mm", .type = "MatMul", .flops = 1e5, .bytes_read = 1, .bytes_written = 1});
+  b.add_op(graphs::OpSpec{.name = "conv", .type = "Conv2D", .flops = 1e7, .bytes_read = 1, .bytes_written = 1});
+  b.add_op(graphs::OpSpec{.name = "relu", .type = "Relu", .flops = 0, .bytes_read = 5e5, .bytes_written = 5e5});
+  b.add_op(graphs::OpSpec{.name = "softmax", .type = "Softmax", .flops = 0, .bytes_read = 5e5, .bytes_written = 5e5});
+  b.add_op(graphs::OpSpec{.name = "concat", .type = "Concat", .flops = 0, .bytes_read = 5e5, .bytes_written = 5e5});
+  const graphs::Graph g = std::move(b).build();
+  Device d{.name = "c", .kind = "cpu", .peak_flops_per_s = 1e9, .memory_bandwidth_bytes_per_s = 1e9, .memory_bytes = 1e9,
+           .launch_overhead_s = 1e-6, .efficiency = 0.5};
+  d.efficiency_curves = {{"gemm", {.size = {1e3, 1e7}, .efficiency = {0.1, 0.9}}},
+                         {"elementwise", {.size = {1e6}, .efficiency = {0.8}}},
+                         {"reduction", {.size = {1e6}, .efficiency = {0.2}}}};
+  RooflineModel roofline({.half_efficiency_flops = 1e12});  // ignored where a curve gives the size's efficiency
+  CHECK(roofline.op_time_s(g, 0, d) == Approx(1e3 / (1e9 * 0.1) + 1e-6));
+  CHECK(roofline.op_time_s(g, 1, d) == Approx(1e5 / (1e9 * 0.5) + 1e-6));  // halfway in log: 0.5
+  CHECK(roofline.op_time_s(g, 2, d) == Approx(1e7 / (1e9 * 0.9) + 1e-6));  // no "conv" curve: the "gemm" one
+  CHECK(roofline.op_time_s(g, 3, d) == Approx(1e6 / (1e9 * 0.8) + 1e-6));
+  CHECK(roofline.op_time_s(g, 4, d) == Approx(1e6 / (1e9 * 0.2) + 1e-6));  // its own class's curve
+  CHECK(roofline.op_time_s(g, 5, d) == Approx(1e6 / (1e9 * 0.8) + 1e-6));  // no "movement" curve: "elementwise"
+  d.efficiency_curves.clear();  // without curves: the device's efficiency and the size factor
+  CHECK(roofline.op_time_s(g, 3, d) == Approx(1e6 / (1e9 * 0.5) + 1e-6));
+}
