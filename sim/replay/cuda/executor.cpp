@@ -9,6 +9,7 @@
 #include "sim/replay/cuda/executor.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -212,8 +213,10 @@ class Runner {
     for (Device& d : devices_) {
       double sum = d.host_checksum;
       if (!d.host) {
+        std::array<double, kChecksumDoubles> slots{};
         PLACELAB_CUDA_CHECK(cudaSetDevice(d.gpu));
-        PLACELAB_CUDA_CHECK(cudaMemcpy(&sum, d.checksum, sizeof(double), cudaMemcpyDeviceToHost));
+        PLACELAB_CUDA_CHECK(cudaMemcpy(slots.data(), d.checksum, sizeof(slots), cudaMemcpyDeviceToHost));
+        for (int32_t k = 0; k < kChecksumSlots; ++k) sum += slots[k * kChecksumStride];
       }
       out.device_checksum.push_back(sum);
     }
@@ -243,7 +246,7 @@ class Runner {
       dev.arena_floats = half;
       PLACELAB_CUDA_CHECK(cudaMalloc(&dev.src, static_cast<size_t>(half) * sizeof(float)));
       PLACELAB_CUDA_CHECK(cudaMalloc(&dev.dst, static_cast<size_t>(half) * sizeof(float)));
-      PLACELAB_CUDA_CHECK(cudaMalloc(&dev.checksum, sizeof(double)));
+      PLACELAB_CUDA_CHECK(cudaMalloc(&dev.checksum, kChecksumDoubles * sizeof(double)));
       PLACELAB_CUDA_CHECK(launch_fill(dev.src, half, dev.stream));
       PLACELAB_CUDA_CHECK(cudaStreamSynchronize(dev.stream));
     }
@@ -376,7 +379,7 @@ class Runner {
         d.host_checksum = 0;
         PLACELAB_CUDA_CHECK(cudaLaunchHostFunc(d.stream, rewind_host, d.memory.get()));
       } else {
-        PLACELAB_CUDA_CHECK(cudaMemsetAsync(d.checksum, 0, sizeof(double), d.stream));
+        PLACELAB_CUDA_CHECK(cudaMemsetAsync(d.checksum, 0, kChecksumDoubles * sizeof(double), d.stream));
       }
     }
     for (Pair& p : pairs_) {

@@ -1,5 +1,6 @@
-// The CUDA replay kernels (see kernels.h). Sums are reduced per warp with shuffles, then one atomic
-// add per warp, so the checksum costs little next to the work.
+// The CUDA replay kernels (see kernels.h). Sums are reduced per block (warp shuffles, then the warps'
+// sums through shared memory), then one atomic add per block into one of the checksum's slots, so the
+// checksum costs little next to the work.
 #include "sim/replay/cuda/kernels.h"
 
 #include <algorithm>
@@ -10,9 +11,21 @@ namespace {
 
 constexpr int32_t kThreads = 256;
 
-__device__ void add_warp_sum(double value, double* checksum) {
+__device__ double warp_sum(double value) {
   for (int offset = 16; offset > 0; offset /= 2) value += __shfl_down_sync(0xffffffffu, value, offset);
-  if ((threadIdx.x & 31) == 0) atomicAdd(checksum, value);
+  return value;
+}
+
+// Every thread of the block (kThreads of them) calls it once, after its work.
+__device__ void add_block_sum(double value, double* checksum) {
+  __shared__ double warp_sums[kThreads / 32];
+  const unsigned lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+  value = warp_sum(value);
+  if (lane == 0) warp_sums[warp] = value;
+  __syncthreads();
+  if (warp != 0) return;
+  value = warp_sum(lane < blockDim.x / 32 ? warp_sums[lane] : 0.0);
+  if (lane == 0) atomicAdd(checksum + (blockIdx.x % kChecksumSlots) * kChecksumStride, value);
 }
 
 // Four independent FMA chains per thread; FLOPs = 8 * iters per thread.
@@ -25,7 +38,7 @@ __global__ void compute_kernel(int64_t iters, double* checksum) {
     a2 = fmaf(a2, b, c);
     a3 = fmaf(a3, b, c);
   }
-  add_warp_sum(static_cast<double>(a0 + a1 + a2 + a3), checksum);
+  add_block_sum(static_cast<double>(a0 + a1 + a2 + a3), checksum);
 }
 
 // Grid-stride streaming over a ring of `size` floats.
@@ -42,7 +55,7 @@ __global__ void stream_kernel(const float* src, float* dst, int64_t size, int64_
     j += step;
     if (j >= size) j -= size;
   }
-  add_warp_sum(sum, checksum);
+  add_block_sum(sum, checksum);
 }
 
 __global__ void empty_kernel() {}
