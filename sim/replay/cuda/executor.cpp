@@ -38,9 +38,6 @@ void check_cuda(cudaError_t err, const char* call, const char* file, int line) {
 
 #define PLACELAB_CUDA_CHECK(call) check_cuda((call), #call, __FILE__, __LINE__)
 
-/** Streams hold at most this many commands behind the gate; bigger plans run ungated. */
-constexpr int64_t kGateLimit = 900;
-
 /**
  * A gated run whose enqueuing makes no progress for this long has a call blocked behind the closed gate,
  * which would wait for ever: the gate is then opened early. Seen on an H200 (driver 580): gated plans
@@ -324,8 +321,10 @@ class Runner {
     order_ = causal_order();
     // The gate holds every stream; a stream can queue only so much, so large plans run ungated.
     std::vector<int64_t> per_stream(devices_.size() + pairs_.size(), 0);
-    for (const PlanOp& op : plan_.ops)
-      per_stream[op.device] += 3 + static_cast<int64_t>(op.after_ops.size() + op.after_transfers.size());
+    for (const PlanOp& op : plan_.ops) {
+      per_stream[op.device] += kCommandsPerOp + static_cast<int64_t>(op.after_transfers.size());
+      for (int32_t q : op.after_ops) per_stream[op.device] += plan_.ops[q].device != op.device;
+    }
     for (size_t t = 0; t < plan_.transfers.size(); ++t) per_stream[devices_.size() + pair_of_transfer_[t]] += 4;
     gated_ = *std::max_element(per_stream.begin(), per_stream.end()) <= kGateLimit;
   }
@@ -408,7 +407,9 @@ class Runner {
     const PlanOp& op = plan_.ops[i];
     Device& d = devices_[op.device];
     PLACELAB_CUDA_CHECK(cudaSetDevice(d.gpu));
-    for (int32_t q : op.after_ops) PLACELAB_CUDA_CHECK(cudaStreamWaitEvent(d.stream, end_[q], 0));
+    // An op of the same device ran before on this stream (the enqueue order is causal): no wait needed.
+    for (int32_t q : op.after_ops)
+      if (plan_.ops[q].device != op.device) PLACELAB_CUDA_CHECK(cudaStreamWaitEvent(d.stream, end_[q], 0));
     for (int32_t t : op.after_transfers) PLACELAB_CUDA_CHECK(cudaStreamWaitEvent(d.stream, xend_[t], 0));
     PLACELAB_CUDA_CHECK(cudaEventRecord(start_[i], d.stream));
     if (d.host) {

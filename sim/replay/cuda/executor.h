@@ -5,11 +5,26 @@
 // nvcc exists (PLACELAB_BUILD_CUDA); elsewhere a stub says so. See docs/replay.md.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "sim/replay/executor.h"
 
 namespace placelab::sim::replay::cuda {
+
+/**
+ * Commands one stream may queue behind the gate (a kernel that holds every stream until a run is
+ * enqueued); plans with more on a stream run ungated, i.e. at the host's enqueue rate.
+ */
+inline constexpr int64_t kGateLimit = 900;
+
+/**
+ * Commands an op queues on its device's stream: its start event, its kernel (or host function) and its
+ * end event, plus one wait per dependency on another device or transfer (a dependency on an op of the
+ * same device is the stream's own order and needs none). A chain of kGateLimit / kCommandsPerOp
+ * ops on one device therefore runs gated.
+ */
+inline constexpr int64_t kCommandsPerOp = 3;
 
 /** Whether this build has the CUDA backend (configured with PLACELAB_BUILD_CUDA=ON and nvcc found). */
 bool built();
