@@ -27,6 +27,9 @@ void run(const CalibrateArgs& a) {
   sim::replay::CalibrationOptions options = a.options;
   options.replay.pin_threads = !a.no_pin;
   // Checked before minutes of measuring, not after.
+  if (options.host && a.backend != "cuda")
+    throw Error("calibrate: --host measures the host under the cuda backend (its ops run as host functions); "
+                "the cpu backend's devices are the host's cores already");
   check_output("calibrate", "--out", a.out);
   if (!a.measurements.empty()) check_output("calibrate", "--measurements", a.measurements);
   check_distinct_outputs("calibrate", "--out", a.out, "--measurements", a.measurements);
@@ -36,24 +39,38 @@ void run(const CalibrateArgs& a) {
     note("placelab: warning: {} devices x {} threads need {} cores but this machine has {}: the devices "
          "share cores, so the measured rates are not those of separate devices\n",
          options.devices, std::max(1, options.replay.threads_per_device), threads, cores);
-  note("placelab: calibrating the {} backend with {} devices{}...\n", a.backend, options.devices,
-       options.quick ? " (quick)" : "");
+  note("placelab: calibrating the {} backend with {} devices{}{}...\n", a.backend, options.devices,
+       options.host ? " and the host" : "", options.quick ? " (quick)" : "");
   const sim::replay::Calibration cal = sim::replay::calibrate(a.backend, options);
   const sim::Cluster cluster = sim::replay::calibrated_cluster(cal);
   const nlohmann::json doc = sim::replay::calibration_to_json(cal);
   if (!a.measurements.empty()) io::write_json_atomic(a.measurements, doc);
   sim::write_cluster(cluster, a.out);  // last: a failure before leaves the old cluster file
   if (a.json) return print_json(doc);
-  fmt::print("calibrated {} ({} devices): written to {}\n", cluster.name(), cal.devices, a.out);
+  fmt::print("calibrated {} ({} devices{}): written to {}\n", cluster.name(), cal.devices, cal.host ? " and the host" : "", a.out);
   fmt::print("compute        {:>12}  (GEMM rate of large ops)\n", human(cal.roofline.flops_per_s, "FLOP/s"));
   fmt::print("memory         {:>12}  (streaming bandwidth)\n", human(cal.roofline.bandwidth_bytes_per_s, "B/s"));
   fmt::print("launch         {:>12}  (per op)\n", human(cal.roofline.launch_s, "s"));
-  fmt::print("roofline fit   {:>11.1f}%  mean error over {} points\n", 100 * cal.roofline.mape, cal.points.size());
+  // The roofline's points: launch, compute and memory ones (not the copies) of a device.
+  auto roofline_points = [&](const std::string& device) {
+    return std::count_if(cal.points.begin(), cal.points.end(),
+                         [&](const auto& p) { return p.device == device && p.what != "copy"; });
+  };
+  fmt::print("roofline fit   {:>11.1f}%  mean error over {} points\n", 100 * cal.roofline.mape, roofline_points(""));
   fmt::print("curves         {:>11.1f}%  mean error at sizes left out (efficiency by op class and size, used by the "
              "cost model)\n", 100 * cal.curves.mape);
   if (cal.devices >= 2)
     fmt::print("copy           {:>12}  latency {}, fit error {:.1f}%\n", human(cal.link.bandwidth_bytes_per_s, "B/s"),
                human(cal.link.latency_s, "s"), 100 * cal.link.mape);
+  if (cal.host) {
+    const auto& h = *cal.host;
+    fmt::print("host compute   {:>12}  (cpu0: GEMM rate as host functions)\n", human(h.roofline.flops_per_s, "FLOP/s"));
+    fmt::print("host memory    {:>12}  (streaming bandwidth)\n", human(h.roofline.bandwidth_bytes_per_s, "B/s"));
+    fmt::print("host launch    {:>12}  (per op: a host function)\n", human(h.roofline.launch_s, "s"));
+    fmt::print("host fit       {:>11.1f}%  mean error over {} points\n", 100 * h.roofline.mape, roofline_points("host"));
+    fmt::print("host copy      {:>12}  latency {}, fit error {:.1f}% (to and from the GPUs)\n",
+               human(h.link.bandwidth_bytes_per_s, "B/s"), human(h.link.latency_s, "s"), 100 * h.link.mape);
+  }
 }
 
 }  // namespace
@@ -67,6 +84,9 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_option("--devices", args->options.devices, "Devices measured at once (default 2)");
   cmd->add_option("--repeats", args->options.replay.repeats, "Measured runs per micro-benchmark (default 5)");
   cmd->add_option("--threads-per-device", args->options.replay.threads_per_device, "CPU backend: threads per device");
+  cmd->add_flag("--host", args->options.host,
+                "CUDA backend: also measure the host CPU (its ops run as host functions) and its link to the GPUs; "
+                "the cluster gets it as cpu0");
   cmd->add_flag("--quick", args->options.quick, "Three sizes per curve and short runs (seconds; a smoke test)");
   cmd->add_flag("--no-pin", args->no_pin, "CPU backend: do not pin device threads to cores");
   cmd->add_flag("--copy-threads", args->options.replay.copy_threads, "CPU backend: a copy thread per device pair");

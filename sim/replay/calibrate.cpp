@@ -34,10 +34,13 @@ ReplayPlan chain_plan(int32_t devices, int32_t length, KernelKind kernel, double
   return plan;
 }
 
-/** Empty ops alternate between devices 0 and 1, each hop a transfer of `bytes`. */
-ReplayPlan ping_pong_plan(int32_t hops, double bytes, const std::string& kind) {
+/** Empty ops alternate between devices 0 and 1 (of kinds `kind0` and `kind1`), each hop a transfer of `bytes`. */
+ReplayPlan ping_pong_plan(int32_t hops, double bytes, const std::string& kind0, const std::string& kind1) {
   ReplayPlan plan{.graph = "calibration-ping-pong", .cluster = "calibration"};
-  for (int32_t d = 0; d < 2; ++d) plan.devices.push_back({.name = fmt::format("{}{}", kind, d), .kind = kind, .ops = {}});
+  for (int32_t d = 0; d < 2; ++d) {
+    const std::string& kind = d == 0 ? kind0 : kind1;
+    plan.devices.push_back({.name = fmt::format("{}{}", kind, kind0 == kind1 ? d : 0), .kind = kind, .ops = {}});
+  }
   for (int32_t i = 0; i <= hops; ++i) {
     PlanOp op{.name = fmt::format("hop{}", i), .type = "none", .device = i % 2};
     if (i > 0) {
@@ -50,15 +53,17 @@ ReplayPlan ping_pong_plan(int32_t hops, double bytes, const std::string& kind) {
   return plan;
 }
 
-/** Seconds per op (or hop) of plans made by `make(length)` (of length making a run ~run_s), fastest run. */
+/**
+ * Seconds per op (or hop) of plans made by `make(length)` (of length making a run ~run_s, at most
+ * max_length), fastest run.
+ */
 template <typename MakePlan>
-double per_op_s(std::string_view backend, const CalibrationOptions& options, MakePlan make) {
+double per_op_s(std::string_view backend, const CalibrationOptions& options, int32_t max_length, MakePlan make) {
   ReplayOptions probe = options.replay;
   probe.warmup = std::min(probe.warmup, 1);
   probe.repeats = 1;
   constexpr int32_t kProbeLength = 4;
   const double probe_s = run_replay(make(kProbeLength), backend, probe).step_time_s / kProbeLength;
-  const int32_t max_length = options.quick ? 32 : 400;
   const auto length = static_cast<int32_t>(std::clamp(options.run_s / std::max(probe_s, 1e-9), 4.0, 1.0 * max_length));
   // The fastest run: what the machine can do, least disturbed by other processes (on a shared
   // machine the median of a calibration run mixes in their load, which a later replay will not share).
@@ -112,12 +117,12 @@ bool least_squares(const std::vector<std::array<double, N>>& rows, std::array<do
 
 }  // namespace
 
-RooflineFit fit_roofline(std::span<const CalibrationPoint> points) {
+RooflineFit fit_roofline(std::span<const CalibrationPoint> points, std::string_view device) {
   // Unknowns (x = 1/P, y = 1/W, L); each point divided by its time, so the error is relative.
   std::vector<std::array<double, 3>> rows;
   int32_t compute = 0, memory = 0;
   for (const CalibrationPoint& p : points) {
-    if (!(p.time_s > 0)) continue;
+    if (!(p.time_s > 0) || p.device != device) continue;
     if (p.what == "compute") rows.push_back({p.size / p.time_s, 0, 1 / p.time_s}), ++compute;
     else if (p.what == "memory") rows.push_back({0, p.size / p.time_s, 1 / p.time_s}), ++memory;
     else if (p.what == "launch") rows.push_back({0, 0, 1 / p.time_s});
@@ -143,7 +148,7 @@ RooflineFit fit_roofline(std::span<const CalibrationPoint> points) {
   RooflineFit fit{.flops_per_s = 1 / x[0], .bandwidth_bytes_per_s = 1 / x[1], .launch_s = x[2]};
   int32_t n = 0;
   for (const CalibrationPoint& p : points) {
-    if (!(p.time_s > 0) || (p.what != "compute" && p.what != "memory" && p.what != "launch")) continue;
+    if (!(p.time_s > 0) || p.device != device || (p.what != "compute" && p.what != "memory" && p.what != "launch")) continue;
     const double t = (p.what == "compute" ? p.size * x[0] : p.what == "memory" ? p.size * x[1] : 0) + x[2];
     fit.mape += std::abs(t / p.time_s - 1);
     ++n;
@@ -152,7 +157,7 @@ RooflineFit fit_roofline(std::span<const CalibrationPoint> points) {
   return fit;
 }
 
-CurveFit fit_curves(std::span<const CalibrationPoint> points, const RooflineFit& roofline) {
+CurveFit fit_curves(std::span<const CalibrationPoint> points, const RooflineFit& roofline, std::string_view device) {
   // Bounds on an efficiency: an op at or under the launch overhead would otherwise get an infinite one.
   constexpr double kLeast = 1e-3, kMost = 1e3;
   struct Source {
@@ -167,7 +172,7 @@ CurveFit fit_curves(std::span<const CalibrationPoint> points, const RooflineFit&
                             Source{"memory", "elementwise", roofline.bandwidth_bytes_per_s}}) {
     std::map<double, std::vector<double>> times;  // by size: repeated sizes are merged (their median)
     for (const CalibrationPoint& p : points)
-      if (p.what == src.what && p.size > 0 && p.time_s > 0) times[p.size].push_back(p.time_s);
+      if (p.what == src.what && p.device == device && p.size > 0 && p.time_s > 0) times[p.size].push_back(p.time_s);
     if (times.empty()) continue;
     EfficiencyCurve curve;
     std::vector<double> measured;
@@ -192,10 +197,10 @@ CurveFit fit_curves(std::span<const CalibrationPoint> points, const RooflineFit&
   return fit;
 }
 
-LinkFit fit_link(std::span<const CalibrationPoint> points) {
+LinkFit fit_link(std::span<const CalibrationPoint> points, std::string_view device) {
   std::vector<std::array<double, 2>> rows;  // unknowns (1 / bandwidth, latency)
   for (const CalibrationPoint& p : points)
-    if (p.what == "copy" && p.time_s > 0) rows.push_back({p.size / p.time_s, 1 / p.time_s});
+    if (p.what == "copy" && p.device == device && p.time_s > 0) rows.push_back({p.size / p.time_s, 1 / p.time_s});
   if (rows.size() < 2) throw Error(fmt::format("calibration: fitting a link needs 2 or more copy points (got {})", rows.size()));
   std::array<double, 2> x{};
   if (!least_squares(rows, x) || x[1] < 0 || !(x[0] > 0)) {
@@ -205,7 +210,7 @@ LinkFit fit_link(std::span<const CalibrationPoint> points) {
   }
   LinkFit fit{.bandwidth_bytes_per_s = 1 / x[0], .latency_s = x[1]};
   for (const CalibrationPoint& p : points)
-    if (p.what == "copy" && p.time_s > 0) fit.mape += std::abs((x[1] + p.size * x[0]) / p.time_s - 1);
+    if (p.what == "copy" && p.device == device && p.time_s > 0) fit.mape += std::abs((x[1] + p.size * x[0]) / p.time_s - 1);
   fit.mape /= static_cast<double>(rows.size());
   return fit;
 }
@@ -213,10 +218,11 @@ LinkFit fit_link(std::span<const CalibrationPoint> points) {
 Calibration calibrate(std::string_view backend, const CalibrationOptions& asked) {
   check_backend(backend);
   CalibrationOptions options = asked;
-  if (options.quick) {  // a smoke test: short runs over a small arena
+  const bool cuda_backend = backend == "cuda";
+  if (options.quick) {  // a smoke test: short runs (over a small arena on CPUs, where touching it takes time)
     options.replay.warmup = std::min(options.replay.warmup, 1);
     options.replay.repeats = std::min(options.replay.repeats, 3);
-    options.replay.arena_bytes = std::min(options.replay.arena_bytes, 4.0 * (1 << 20));
+    if (!cuda_backend) options.replay.arena_bytes = std::min(options.replay.arena_bytes, 4.0 * (1 << 20));
     options.run_s = std::min(options.run_s, 5e-4);
   }
   check_options(options.replay);
@@ -224,10 +230,14 @@ Calibration calibrate(std::string_view backend, const CalibrationOptions& asked)
     throw Error(fmt::format("calibrate: devices is {}, must be in [1, 64]", options.devices));
   if (!(options.run_s > 0 && options.run_s <= 10))
     throw Error(fmt::format("calibrate: run length is {} s, must be in (0, 10]", options.run_s));
-  const std::string kind = backend == "cpu" ? "cpu" : "gpu";
+  if (options.host && !cuda_backend)
+    throw Error("calibrate: measuring the host (--host) is for the cuda backend, whose host ops run as host functions; "
+                "the cpu backend's devices are the host's cores already");
+  const std::string kind = cuda_backend ? "gpu" : "cpu";
+  const double physical_memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
   Calibration cal{.backend = std::string(backend), .devices = options.devices};
-  if (backend == "cpu") {
-    cal.device_memory_bytes = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE)) / options.devices;
+  if (!cuda_backend) {
+    cal.device_memory_bytes = physical_memory / options.devices;
   } else {
     std::string why;
     const int gpus = cuda::device_count(&why);
@@ -236,35 +246,89 @@ Calibration calibrate(std::string_view backend, const CalibrationOptions& asked)
                               gpus == 0 ? " (" + why + ")" : ""));
     cal.device_memory_bytes = cuda::device_memory_bytes(0);
   }
+  // The CUDA backend holds a plan behind a gate until it is all enqueued, as long as no stream queues
+  // more than cuda::kGateLimit commands; longer chains would run ungated and measure the host's enqueue
+  // rate (on an H200 ~8 us per empty op, against ~4.7 us gated), not what most replays see.
+  const int32_t max_length =
+      options.quick ? 32 : cuda_backend ? static_cast<int32_t>(cuda::kGateLimit / cuda::kCommandsPerOp) : 400;
   // Sizes span real models' ops, from tiny ones to the largest convolutions and products of a CNN at
   // batch 32 or a transformer layer: 1 kFLOP to 1 GFLOP, 4 kB to 64 MB; copies 4 kB to 16 MB (quick: 1
   // to 100 kFLOP, 4 to 400 kB). Four sizes per decade: the curves interpolate between them.
   const int32_t count = options.quick ? 3 : 25, memory_count = options.quick ? 3 : 18, copy_count = options.quick ? 3 : 9;
   const double flops_lo = 1e3, flops_hi = options.quick ? 1e5 : 1e9;
   const double bytes_hi = options.quick ? 4e5 : 6.4e7, copy_hi = options.quick ? 4e5 : 1.6e7;
-  auto measure = [&](const std::string& what, double size, auto make) {
-    cal.points.push_back({.what = what, .size = size, .time_s = per_op_s(backend, options, make)});
+  // Then larger sizes, each the last one times the sizes' ratio, until an op takes kGrowLaunches launch
+  // times (or a whole run's run_s), at most kMaxGrowth more per curve: on a GPU, 100 MFLOP or 16 MB take
+  // a few microseconds, so the fixed sizes alone measure mostly the launch and extrapolate the rates. On
+  // a CPU the fixed sizes' largest ops take milliseconds, thousands of launches, so none are added; nor
+  // with --quick on the CPU backend (a smoke test of fixed size).
+  constexpr double kGrowLaunches = 20;
+  constexpr int32_t kMaxGrowth = 8;
+  const bool grow = !options.quick || cuda_backend;
+  auto measure = [&](const std::string& what, double size, const std::string& device, auto make) {
+    const double t = per_op_s(backend, options, max_length, make);
+    cal.points.push_back({.what = what, .size = size, .time_s = t, .device = device});
+    return t;
   };
-  measure("launch", 0, [&](int32_t n) { return chain_plan(options.devices, n, KernelKind::none, 0, 0, kind); });
-  for (double f : log_sizes(flops_lo, flops_hi, count))
-    measure("compute", f, [&](int32_t n) { return chain_plan(options.devices, n, KernelKind::compute, f, 0, kind); });
-  for (double b : log_sizes(4e3, bytes_hi, memory_count))
-    measure("memory", b, [&](int32_t n) { return chain_plan(options.devices, n, KernelKind::memory, 0, b, kind); });
-  cal.roofline = fit_roofline(cal.points);
-  cal.curves = fit_curves(cal.points, cal.roofline);
-  if (options.devices >= 2) {
-    for (double b : log_sizes(4e3, copy_hi, copy_count)) {
-      const double hop_s = per_op_s(backend, options, [&](int32_t n) { return ping_pong_plan(n, b, kind); });
-      cal.points.push_back({.what = "copy", .size = b, .time_s = std::max(hop_s - cal.roofline.launch_s, 1e-9)});
-    }
-    cal.link = fit_link(cal.points);
+  // Measures `what` at `sizes`, then grows them; `time_of(size)` measures one size and returns its time.
+  auto sweep = [&](std::vector<double> sizes, double launch_s, auto time_of) {
+    double t = 0;
+    for (double size : sizes) t = time_of(size);
+    const double ratio = sizes.size() >= 2 ? sizes.back() / sizes[sizes.size() - 2] : 10;
+    for (int32_t k = 0; grow && k < kMaxGrowth && t < kGrowLaunches * launch_s && t < options.run_s; ++k)
+      t = time_of(std::round(sizes.back() * std::pow(ratio, k + 1)));
+  };
+  // The roofline of `devices` devices of `device_kind` at once (a chain each), as points of `device`.
+  auto measure_roofline = [&](int32_t devices, const std::string& device_kind, const std::string& device) {
+    const double launch_s = measure("launch", 0, device, [&](int32_t n) {
+      return chain_plan(devices, n, KernelKind::none, 0, 0, device_kind);
+    });
+    sweep(log_sizes(flops_lo, flops_hi, count), launch_s, [&](double f) {
+      return measure("compute", f, device, [&](int32_t n) { return chain_plan(devices, n, KernelKind::compute, f, 0, device_kind); });
+    });
+    sweep(log_sizes(4e3, bytes_hi, memory_count), launch_s, [&](double b) {
+      return measure("memory", b, device, [&](int32_t n) { return chain_plan(devices, n, KernelKind::memory, 0, b, device_kind); });
+    });
+    return fit_roofline(cal.points, device);
+  };
+  // Ping-pongs between a device of kind0 and one of kind1: each hop is a transfer and an empty op (whose
+  // launch, the mean of the two devices', is taken off), as points "copy" of `device`.
+  auto measure_link = [&](const std::string& kind0, const std::string& kind1, double launch_s, const std::string& device) {
+    sweep(log_sizes(4e3, copy_hi, copy_count), launch_s, [&](double b) {
+      const double hop_s = per_op_s(backend, options, max_length, [&](int32_t n) { return ping_pong_plan(n, b, kind0, kind1); });
+      const double t = std::max(hop_s - launch_s, 1e-9);
+      cal.points.push_back({.what = "copy", .size = b, .time_s = t, .device = device});
+      return t;
+    });
+    return fit_link(cal.points, device);
+  };
+  cal.roofline = measure_roofline(options.devices, kind, "");
+  cal.curves = fit_curves(cal.points, cal.roofline, "");
+  if (options.devices >= 2) cal.link = measure_link(kind, kind, cal.roofline.launch_s, "");
+  if (options.host) {
+    HostCalibration host{.memory_bytes = physical_memory};
+    host.roofline = measure_roofline(1, "cpu", "host");
+    host.curves = fit_curves(cal.points, host.roofline, "host");
+    host.link = measure_link("cpu", "gpu", (host.roofline.launch_s + cal.roofline.launch_s) / 2, "host");
+    cal.host = host;
   }
   return cal;
 }
 
 Cluster calibrated_cluster(const Calibration& cal) {
   const std::string kind = cal.backend == "cpu" ? "cpu" : "gpu";
-  ClusterSpec spec{.name = fmt::format("calibrated-{}-{}", cal.backend, cal.devices)};
+  ClusterSpec spec{.name = fmt::format("calibrated-{}-{}{}", cal.backend, cal.devices, cal.host ? "-host" : "")};
+  if (cal.host)
+    spec.devices.push_back({.name = "cpu0",
+                            .kind = "cpu",
+                            .peak_flops_per_s = cal.host->roofline.flops_per_s,
+                            .memory_bandwidth_bytes_per_s = cal.host->roofline.bandwidth_bytes_per_s,
+                            .memory_bytes = cal.host->memory_bytes,
+                            .launch_overhead_s = cal.host->roofline.launch_s,
+                            .gap_after_op_s = 0,
+                            .efficiency = 1,
+                            .efficiency_curves = cal.host->curves.curves});
+  const auto first = static_cast<int32_t>(spec.devices.size());
   for (int32_t d = 0; d < cal.devices; ++d)
     spec.devices.push_back({.name = fmt::format("{}{}", kind, d),
                             .kind = kind,
@@ -278,10 +342,19 @@ Cluster calibrated_cluster(const Calibration& cal) {
   for (int32_t a = 0; a < cal.devices; ++a)
     for (int32_t b = a + 1; b < cal.devices; ++b)
       spec.links.push_back({.name = fmt::format("{}{}-{}{}", kind, a, kind, b),
-                            .end_a = spec.devices[a].name,
-                            .end_b = spec.devices[b].name,
+                            .end_a = spec.devices[first + a].name,
+                            .end_b = spec.devices[first + b].name,
                             .bandwidth_bytes_per_s = cal.link.bandwidth_bytes_per_s,
                             .latency_s = cal.link.latency_s,
+                            .duplex = Duplex::full,
+                            .busy_after_s = 0});
+  if (cal.host)
+    for (int32_t d = 0; d < cal.devices; ++d)
+      spec.links.push_back({.name = fmt::format("cpu0-{}", spec.devices[first + d].name),
+                            .end_a = "cpu0",
+                            .end_b = spec.devices[first + d].name,
+                            .bandwidth_bytes_per_s = cal.host->link.bandwidth_bytes_per_s,
+                            .latency_s = cal.host->link.latency_s,
                             .duplex = Duplex::full,
                             .busy_after_s = 0});
   return Cluster(std::move(spec));
@@ -291,6 +364,7 @@ nlohmann::json calibration_to_json(const Calibration& cal) {
   nlohmann::json points = nlohmann::json::array();
   for (const CalibrationPoint& p : cal.points) {
     nlohmann::json j = {{"what", p.what}, {"size", p.size}, {"time_s", p.time_s}};
+    if (!p.device.empty()) j["device"] = p.device;
     if (p.what == "compute") j["flops_per_s"] = p.size / p.time_s;
     if (p.what == "memory" || p.what == "copy") j["bytes_per_s"] = p.size / p.time_s;
     points.push_back(j);
@@ -306,10 +380,18 @@ nlohmann::json calibration_to_json(const Calibration& cal) {
                                       {"mape", cal.roofline.mape}}},
                         {"curves", {{"leave_one_out_mape", cal.curves.mape}}},
                         {"cluster", cluster_to_json(calibrated_cluster(cal))}};
-  if (cal.devices >= 2)
-    doc["link"] = {{"bandwidth_bytes_per_s", cal.link.bandwidth_bytes_per_s},
-                   {"latency_s", cal.link.latency_s},
-                   {"mape", cal.link.mape}};
+  auto link_json = [](const LinkFit& l) {
+    return nlohmann::json{{"bandwidth_bytes_per_s", l.bandwidth_bytes_per_s}, {"latency_s", l.latency_s}, {"mape", l.mape}};
+  };
+  if (cal.devices >= 2) doc["link"] = link_json(cal.link);
+  if (cal.host)
+    doc["host"] = {{"memory_bytes", cal.host->memory_bytes},
+                   {"roofline", {{"flops_per_s", cal.host->roofline.flops_per_s},
+                                 {"bandwidth_bytes_per_s", cal.host->roofline.bandwidth_bytes_per_s},
+                                 {"launch_s", cal.host->roofline.launch_s},
+                                 {"mape", cal.host->roofline.mape}}},
+                   {"curves", {{"leave_one_out_mape", cal.host->curves.mape}}},
+                   {"link", link_json(cal.host->link)}};
   return doc;
 }
 

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -28,6 +29,11 @@ struct CalibrationOptions {
   ReplayOptions replay{.warmup = 1, .repeats = 5};
   /** Wanted duration of one micro-benchmark run (a chain of equal ops), in seconds. */
   double run_s = 0.004;
+  /**
+   * CUDA backend: also measure the host, a "cpu" device whose ops run as host functions on a stream
+   * (launch, compute and memory), and its link to GPU 0; the cluster then has it as `cpu0`.
+   */
+  bool host = false;
 };
 
 /** One measurement: what, at what size, and the seconds one op (or one transfer hop) took. */
@@ -35,6 +41,8 @@ struct CalibrationPoint {
   std::string what;  // "compute" (size = FLOPs), "memory" (bytes), "launch" (0), "copy" (bytes)
   double size = 0;
   double time_s = 0;
+  /** "" for the backend's own devices; "host" for the host measured by a CUDA calibration (its copies: to and from GPU 0). */
+  std::string device = {};
 };
 
 /** The roofline fitted to compute, memory and launch points: t = max(F / P, B / W) + L. */
@@ -64,6 +72,14 @@ struct CurveFit {
   double mape = 0;
 };
 
+/** The host measured by a CUDA calibration (CalibrationOptions::host): its ops are host functions. */
+struct HostCalibration {
+  double memory_bytes = 0;
+  RooflineFit roofline;  // its "host" launch, compute and memory points
+  CurveFit curves;       // of those points
+  LinkFit link;          // its "host" copy points: pinned host memory to and from GPU 0
+};
+
 /** A calibration: the points and the fits. */
 struct Calibration {
   std::string backend;
@@ -73,6 +89,7 @@ struct Calibration {
   RooflineFit roofline;
   CurveFit curves;
   LinkFit link;  // zeros with one device
+  std::optional<HostCalibration> host;
 };
 
 /** Measures `backend` ("cpu" or "cuda"); throws placelab::Error when it is unavailable. */
@@ -80,20 +97,23 @@ Calibration calibrate(std::string_view backend, const CalibrationOptions& option
 
 /**
  * Least squares in relative error of t = F x + B y + L over the compute ("compute": F = size),
- * memory ("memory": B = size) and launch points, with P = 1/x, W = 1/y (L >= 0).
+ * memory ("memory": B = size) and launch points of `device` ("": the backend's devices), with
+ * P = 1/x, W = 1/y (L >= 0).
  */
-RooflineFit fit_roofline(std::span<const CalibrationPoint> points);
+RooflineFit fit_roofline(std::span<const CalibrationPoint> points, std::string_view device = "");
 
-/** The efficiency curves of the compute and memory points against `roofline` (CurveFit). */
-CurveFit fit_curves(std::span<const CalibrationPoint> points, const RooflineFit& roofline);
+/** The efficiency curves of the compute and memory points of `device` against `roofline` (CurveFit). */
+CurveFit fit_curves(std::span<const CalibrationPoint> points, const RooflineFit& roofline, std::string_view device = "");
 
-/** Least squares in relative error of t = latency + bytes / bandwidth over the "copy" points. */
-LinkFit fit_link(std::span<const CalibrationPoint> points);
+/** Least squares in relative error of t = latency + bytes / bandwidth over the "copy" points of `device`. */
+LinkFit fit_link(std::span<const CalibrationPoint> points, std::string_view device = "");
 
 /**
  * The cluster of a calibration: devices `cpu0..` (kind "cpu") or `gpu0..` (kind "gpu") with the
  * fitted peak, bandwidth and launch overhead (efficiency 1) and the efficiency curves, and a full-duplex link per device pair
  * with the fitted copy bandwidth and latency (each direction is one copy queue, as in the replay).
+ * With a measured host (CUDA), the host comes first as `cpu0` (kind "cpu", the host's fit, the
+ * machine's memory), with a link to every GPU of the host link's fit.
  */
 Cluster calibrated_cluster(const Calibration& calibration);
 

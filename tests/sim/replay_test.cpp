@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <random>
+#include <tuple>
 
 #include "graphs/error.h"
 #include "sim/placement.h"
@@ -306,6 +307,87 @@ TEST_CASE("sim::replay::calibrate: a quick calibration gives a valid cluster", "
   const nlohmann::json doc = calibration_to_json(cal);
   CHECK(doc["format"] == "placelab.calibration");
   CHECK(cluster_to_json(cluster_from_json(doc["cluster"], "<calibration>")) == doc["cluster"]);
+}
+
+TEST_CASE("sim::replay::calibrate: a CUDA calibration's host is fitted apart and comes first in the cluster", "[replay]") {
+  // GPU points (device "") and host points (device "host") of two known models: each fit sees its own.
+  std::vector<CalibrationPoint> points{{"launch", 0, 5e-6}, {"launch", 0, 2.4e-5, "host"}};
+  for (double f : {1e6, 1e9}) {
+    points.push_back({"compute", f, f / 5e13 + 5e-6});
+    points.push_back({"compute", f, f / 2e10 + 2.4e-5, "host"});
+  }
+  for (double b : {1e6, 1e9}) {
+    points.push_back({"memory", b, b / 3e12 + 5e-6});
+    points.push_back({"memory", b, b / 1e10 + 2.4e-5, "host"});
+    points.push_back({"copy", b, 2e-5 + b / 5e10, "host"});
+  }
+  const RooflineFit gpu = fit_roofline(points), host = fit_roofline(points, "host");
+  CHECK(gpu.flops_per_s == Approx(5e13).epsilon(1e-9));
+  CHECK(gpu.launch_s == Approx(5e-6).epsilon(1e-9));
+  CHECK(host.flops_per_s == Approx(2e10).epsilon(1e-9));
+  CHECK(host.bandwidth_bytes_per_s == Approx(1e10).epsilon(1e-9));
+  CHECK(host.launch_s == Approx(2.4e-5).epsilon(1e-9));
+  CHECK_THROWS_WITH(fit_link(points), Contains("copy points"));  // no GPU-GPU copies
+  const LinkFit link = fit_link(points, "host");
+  CHECK(link.bandwidth_bytes_per_s == Approx(5e10).epsilon(1e-9));
+  CHECK(link.latency_s == Approx(2e-5).epsilon(1e-9));
+
+  Calibration cal{.backend = "cuda", .devices = 2, .device_memory_bytes = 1.4e11, .points = points,
+                  .roofline = gpu, .link = {.bandwidth_bytes_per_s = 4e11, .latency_s = 1e-5, .mape = 0}};
+  cal.host = HostCalibration{.memory_bytes = 1.3e11, .roofline = host, .link = link};
+  const Cluster c = calibrated_cluster(cal);
+  CHECK(c.name() == "calibrated-cuda-2-host");
+  REQUIRE(c.num_devices() == 3);
+  CHECK(c.device(0).name == "cpu0");
+  CHECK(c.device(0).kind == "cpu");
+  CHECK(c.device(0).launch_overhead_s == host.launch_s);
+  CHECK(c.device(0).memory_bytes == 1.3e11);
+  CHECK(c.device(1).name == "gpu0");
+  CHECK(c.device(2).kind == "gpu");
+  CHECK(c.device(2).peak_flops_per_s == gpu.flops_per_s);
+  for (auto [a, b, bw] : {std::tuple{0, 1, 5e10}, std::tuple{0, 2, 5e10}, std::tuple{1, 2, 4e11}}) {
+    REQUIRE(c.route(a, b).size() == 1);
+    CHECK(c.link(Cluster::channel_link(c.route(a, b)[0])).bandwidth_bytes_per_s == Approx(bw).epsilon(1e-9));
+  }
+  const nlohmann::json doc = calibration_to_json(cal);
+  CHECK(doc["host"]["roofline"]["launch_s"] == host.launch_s);
+  CHECK(doc["host"]["link"]["bandwidth_bytes_per_s"] == link.bandwidth_bytes_per_s);
+  CHECK(doc["points"][1]["device"] == "host");
+  CHECK_FALSE(doc["points"][0].contains("device"));
+  CHECK(cluster_to_json(cluster_from_json(doc["cluster"], "<calibration>")) == doc["cluster"]);
+
+  CalibrationOptions options{.devices = 1, .quick = true, .replay = fast_options(), .run_s = 1e-4};
+  options.host = true;
+  CHECK_THROWS_WITH(calibrate("cpu", options), Contains("cuda backend"));
+}
+
+TEST_CASE("sim::replay::cuda: a quick calibration with the host grows its sizes past the launch cost", "[replay][cuda]") {
+  std::string why;
+  if (cuda::device_count(&why) == 0) {
+    WARN("skipped: no CUDA GPU (" << why << ")");
+    return;
+  }
+  CalibrationOptions options{.devices = 1, .quick = true, .replay = fast_options()};
+  options.host = true;
+  const Calibration cal = calibrate("cuda", options);
+  REQUIRE(cal.host);
+  double launch = 0, largest = 0, largest_s = 0;
+  for (const CalibrationPoint& p : cal.points) {
+    CHECK(p.time_s > 0);
+    if (p.device.empty() && p.what == "launch") launch = p.time_s;
+    if (p.device.empty() && p.what == "compute" && p.size > largest) largest = p.size, largest_s = p.time_s;
+  }
+  // The quick sizes (up to 100 kFLOP) take a launch on a GPU; larger ones were added until an op took
+  // 20 launches, or a whole run (0.5 ms), or 8 sizes more (each 10 times the last).
+  CHECK(largest > 1e5);
+  CHECK((largest_s >= 20 * launch || largest_s >= 5e-4 || largest >= 0.99e13));
+  CHECK(cal.host->roofline.launch_s > 0);
+  CHECK(cal.host->link.bandwidth_bytes_per_s > 0);
+  const Cluster c = calibrated_cluster(cal);
+  REQUIRE(c.num_devices() == 2);
+  CHECK(c.device(0).kind == "cpu");
+  CHECK(c.device(1).kind == "gpu");
+  CHECK(c.route(0, 1).size() == 1);
 }
 
 TEST_CASE("sim::replay::cuda: a plan runs in dependency order on the GPUs", "[replay][cuda]") {
