@@ -9,7 +9,9 @@
 #     -DPLACELAB_MPI=OFF -DPLACELAB_OPENBLAS=OFF
 #   ninja -C build-cuda placelab placelab_replay_tests
 # Extra builds to compare (placelab only) can be put in DEST/bin-old and DEST/bin-exp afterwards;
-# gpu_check.py runs its comparisons with them when they are there.
+# gpu_check.py runs its comparisons with them when they are there, and cal_check.py replays the 'before'
+# side with DEST/bin-old on DEST/data/old (cluster.json and p_GRAPH_PLACEMENT.json, e.g. from an earlier
+# gpu_check.sh run's output and extra.tar.gz).
 set -euo pipefail
 BUILD=$(realpath "$1")
 D=$(realpath -m "$2")
@@ -37,6 +39,6 @@ export LD_LIBRARY_PATH="$D/lib"
 "$P" graph --model transformer_xl --batch 1 --seq_len 32 --mem_len 32 --layers 2 --hidden 128 --heads 2 --inner 256 \
   --vocab 2000 --out "$D/data/txl.json"
 python3 "$HERE/make_plans.py" "$D/data/plans"
-cp "$HERE/gpu_check.sh" "$HERE/gpu_check.py" "$D/"
+cp "$HERE/gpu_check.sh" "$HERE/gpu_check.py" "$HERE/cal_check.sh" "$HERE/cal_check.py" "$D/"
 env -i PATH=/usr/bin:/bin LD_LIBRARY_PATH="$D/lib" "$P" --version
 du -sh "$D"

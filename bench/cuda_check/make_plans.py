@@ -1,5 +1,5 @@
-"""Writes the hand-made replay plans the GPU check runs: host<->GPU ping-pongs (one per size) and a
-chain of empty host ops (the CUDA backend's cost per host function)."""
+"""Writes the hand-made replay plans the GPU checks run: host<->GPU ping-pongs (one per size), chains of
+empty host ops (the CUDA backend's cost per host function) and of empty, compute and streaming GPU ops."""
 import json, sys, os
 
 out = sys.argv[1]
@@ -25,15 +25,21 @@ for size in [0, 4e3, 6.4e4, 1e6, 1.6e7]:
     with open(f"{out}/pingpong_{int(size)}.json", "w") as f:
         json.dump(plan(f"pingpong-{int(size)}", devices, ops, transfers), f)
 
-def chain(kind, n, kernel="none", bytes=0):
-    ops = [op(f"op{i}", 0, kernel=kernel, bytes=bytes, after_ops=[i - 1] if i else []) for i in range(n)]
+def chain(kind, n, kernel="none", bytes=0, flops=0):
+    ops = [op(f"op{i}", 0, kernel=kernel, bytes=bytes, flops=flops, after_ops=[i - 1] if i else []) for i in range(n)]
     return plan(f"chain-{kind}-{n}", [{"name": f"{kind}0", "kind": kind, "ops": list(range(n))}], ops, [])
 
 for n in [10, 30, 60, 100, 200]:  # host functions: where does enqueuing behind the gate block?
     with open(f"{out}/chain_cpu_{n}.json", "w") as f:
         json.dump(chain("cpu", n), f)
-for n in [200, 225, 400, 1000, 3000]:  # kernels: 4 commands per op; 900 commands per stream is the gate limit
+for n in [200, 225, 300, 400, 1000, 3000]:  # kernels: 4 commands per op; 900 commands per stream is the gate limit
     with open(f"{out}/chain_gpu_{n}.json", "w") as f:
         json.dump(chain("gpu", n), f)
 with open(f"{out}/memchain_gpu.json", "w") as f:  # 50 streaming ops of 64 MB (8 Mi floats through a 4 Mi ring)
     json.dump(chain("gpu", 50, kernel="memory", bytes=6.4e7), f)
+# Compute chains (cal_check.py): 1e7 FLOP ops (~1220 warps each: the checksum's atomics once dominated
+# them) and 1e9 FLOP ops (the FMA rate).
+with open(f"{out}/compute7_gpu.json", "w") as f:
+    json.dump(chain("gpu", 200, kernel="compute", flops=1e7), f)
+with open(f"{out}/compute9_gpu.json", "w") as f:
+    json.dump(chain("gpu", 50, kernel="compute", flops=1e9), f)
