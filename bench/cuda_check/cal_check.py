@@ -9,63 +9,13 @@ when they are in the bundle. Tabulates predicted against measured step times.
 usage: cal_check.py BUNDLE OUT WORK DEADLINE_EPOCH_S"""
 import json
 import os
-import subprocess
 import sys
-import time
 
-BUNDLE, OUT, WORK, DEADLINE = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
-DATA = f"{BUNDLE}/data"
-ENV = dict(os.environ, LD_LIBRARY_PATH=f"{BUNDLE}/lib")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checklib import BUNDLE, DATA, OUT, STALLS, WORK, cli, load, say  # noqa: E402
+
 GPU = os.environ.get("CAL_CHECK_BACKEND", "cuda")  # "cpu" for a dry run on a machine without a GPU
 GRAPHS = [("bert", f"{DATA}/bert.json"), ("txl", f"{DATA}/txl.json"), ("resnet50", f"{DATA}/resnet50.json")]
-summary = []
-STALLS = []
-
-
-def say(line=""):
-    print(line, flush=True)
-    summary.append(line)
-    with open(f"{OUT}/summary.txt", "w") as f:
-        f.write("\n".join(summary) + "\n")
-
-
-def left():
-    return DEADLINE - time.time()
-
-
-def cli(*args, timeout=30, binary="bin"):
-    """Runs placelab; returns stdout, or None (the failure is printed) on error or timeout."""
-    global STALLS
-    STALLS = []
-    t = min(timeout, left() - 3)
-    if t < 2:
-        print(f"SKIPPED (no time left): placelab {' '.join(args)}", flush=True)
-        return None
-    cmd = [f"{BUNDLE}/{binary}/placelab", *args]
-    if not os.path.exists(cmd[0]):
-        print(f"SKIPPED (no {cmd[0]})", flush=True)
-        return None
-    print("+", " ".join(cmd), flush=True)
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=t, env=ENV)
-    except subprocess.TimeoutExpired:
-        print(f"TIMEOUT after {t:.0f} s: {' '.join(args)}", flush=True)
-        return None
-    STALLS = [line for line in p.stderr.splitlines() if "stalled" in line]
-    if p.returncode != 0:
-        print(f"FAILED rc={p.returncode}: {' '.join(args)}\n{p.stderr[-3000:]}", flush=True)
-        return None
-    return p.stdout
-
-
-def load(path, quiet=False):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except Exception as e:  # noqa: BLE001 - report and go on
-        if not quiet:
-            print(f"cannot read {path}: {e}", flush=True)
-        return None
 
 
 def show_calibration(name, cal, points=False):

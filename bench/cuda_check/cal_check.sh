@@ -6,18 +6,8 @@
 # files: log, tests, summary, calibrations, the calibrated cluster, replays and a tar of the rest).
 #   bash .devbundle/cal_check.sh   (from the GPU machine's checkout; ends within ~LIMIT s, default 200)
 # Every step is guarded by a timeout and the script keeps going after a failing step.
-set -x
-B=$PWD/.devbundle
-OUT=${OUT:-/tmp/cal_check_out}
-W=/tmp/cc
-mkdir -p "$OUT" "$W"
-exec > >(tee "$OUT/log.txt") 2>&1
-export LD_LIBRARY_PATH=$B/lib PYTHONUNBUFFERED=1
-START=$(date +%s)
-DEADLINE=$((START + ${LIMIT:-200}))
-# T WANT: a timeout of WANT seconds, or what is left before the deadline if that is less.
-T() { local r=$((DEADLINE - $(date +%s) - 3)); local w=$1; ((r < w)) && w=$r; ((w < 1)) && w=1; echo $w; }
-P=$B/bin/placelab
+NAME=cal_check LIMIT=${LIMIT:-200}
+source "$(dirname "$0")/checklib.sh"
 OLD=$B/bin-old/placelab
 
 nvidia-smi -L; nproc

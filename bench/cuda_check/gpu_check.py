@@ -6,82 +6,38 @@ CPU-only ones on the CPU backend too) and tabulates predicted against measured s
 usage: gpu_check.py BUNDLE OUT WORK DEADLINE_EPOCH_S"""
 import json
 import os
-import subprocess
 import sys
-import time
 
-BUNDLE, OUT, WORK, DEADLINE = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
-DATA = f"{BUNDLE}/data"
-ENV = dict(os.environ, LD_LIBRARY_PATH=f"{BUNDLE}/lib")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import checklib  # noqa: E402
+from checklib import DATA, OUT, STALLS, WORK, load, say  # noqa: E402
+
+
+def cli(*args, **kwargs):
+    """checklib.cli, stopping 5 s before the deadline and echoing stalls."""
+    return checklib.cli(*args, margin=5, echo_stalls=True, **kwargs)
+
 GPU = os.environ.get("GPU_CHECK_BACKEND", "cuda")  # "cpu" for a dry run on a machine without a GPU
-summary = []
-STALLS = []
 
 
-def say(line=""):
-    print(line, flush=True)
-    summary.append(line)
-    with open(f"{OUT}/summary.txt", "w") as f:
-        f.write("\n".join(summary) + "\n")
-
-
-def left():
-    return DEADLINE - time.time()
-
-
-def cli(*args, timeout=30, binary="bin"):
-    """Runs placelab; returns stdout, or None (the failure is printed) on error or timeout."""
-    t = min(timeout, left() - 5)
-    if t < 2:
-        print(f"SKIPPED (no time left): placelab {' '.join(args)}", flush=True)
-        return None
-    cmd = [f"{BUNDLE}/{binary}/placelab", *args]
-    if not os.path.exists(cmd[0]):
-        print(f"SKIPPED (no {cmd[0]})", flush=True)
-        return None
-    print("+", " ".join(cmd), flush=True)
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=t, env=ENV)
-    except subprocess.TimeoutExpired:
-        print(f"TIMEOUT after {t:.0f} s: {' '.join(args)}", flush=True)
-        return None
-    global STALLS
-    STALLS = [line for line in p.stderr.splitlines() if "stalled" in line]
-    for line in STALLS:
-        print(f"  stderr: {line}", flush=True)
-    if p.returncode != 0:
-        print(f"FAILED rc={p.returncode}: {' '.join(args)}\n{p.stderr[-3000:]}", flush=True)
-        return None
-    return p.stdout
-
-
-def load(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except Exception as e:  # noqa: BLE001 - report and go on
-        print(f"cannot read {path}: {e}", flush=True)
-        return None
+def show_points(name, cal):
+    """The calibration's roofline, then each of its points."""
+    r = cal["roofline"]
+    say(f"{name}: compute {r['flops_per_s']:.4g} FLOP/s, bandwidth {r['bandwidth_bytes_per_s']:.4g} B/s, "
+        f"launch {r['launch_s']:.4g} s, fit error {100 * r['mape']:.1f}%")
+    for p in cal["points"]:
+        rate = p.get("flops_per_s", p.get("bytes_per_s", 0))
+        say(f"  {p['what']:8s} size {p['size']:10.4g}  time {p['time_s']:10.4g} s  rate {rate:10.4g}")
 
 
 def main():
     cal_gpu = load(f"{OUT}/cal_cuda.json") or load(f"{WORK}/cal_cuda_quick.json")
     cal_cpu = load(f"{OUT}/cal_cpu.json") or load(f"{WORK}/cal_cpu_quick.json")
     if cal_gpu:
-        r = cal_gpu["roofline"]
-        say(f"cuda calibration ({'full' if len(cal_gpu['points']) > 10 else 'quick'}): compute {r['flops_per_s']:.4g} FLOP/s, "
-            f"bandwidth {r['bandwidth_bytes_per_s']:.4g} B/s, launch {r['launch_s']:.4g} s, fit error {100 * r['mape']:.1f}%")
-        for p in cal_gpu["points"]:
-            rate = p.get("flops_per_s", p.get("bytes_per_s", 0))
-            say(f"  {p['what']:8s} size {p['size']:10.4g}  time {p['time_s']:10.4g} s  rate {rate:10.4g}")
+        show_points(f"cuda calibration ({'full' if len(cal_gpu['points']) > 10 else 'quick'})", cal_gpu)
     exp = load(f"{WORK}/cal_cuda_exp.json")
     if exp:
-        r = exp["roofline"]
-        say(f"cuda calibration, bin-exp (every run gated, the watchdog as fallback): compute {r['flops_per_s']:.4g} FLOP/s, "
-            f"bandwidth {r['bandwidth_bytes_per_s']:.4g} B/s, launch {r['launch_s']:.4g} s, fit error {100 * r['mape']:.1f}%")
-        for p in exp["points"]:
-            rate = p.get("flops_per_s", p.get("bytes_per_s", 0))
-            say(f"  {p['what']:8s} size {p['size']:10.4g}  time {p['time_s']:10.4g} s  rate {rate:10.4g}")
+        show_points("cuda calibration, bin-exp (every run gated, the watchdog as fallback)", exp)
     if cal_cpu:
         r = cal_cpu["roofline"]
         say(f"cpu calibration (1 device): compute {r['flops_per_s']:.4g} FLOP/s, bandwidth {r['bandwidth_bytes_per_s']:.4g} B/s, "

@@ -5,18 +5,8 @@
 # of the rest). Put the bundle in the GPU machine's checkout as .devbundle and run
 # `bash .devbundle/gpu_check.sh` from its root. Every step is guarded by a timeout and the script
 # keeps going after a failing step; it ends within ~270 s.
-set -x
-B=$PWD/.devbundle
-OUT=${OUT:-/tmp/gpu_check_out}
-W=/tmp/gc
-mkdir -p "$OUT" "$W"
-exec > >(tee "$OUT/log.txt") 2>&1
-export LD_LIBRARY_PATH=$B/lib PYTHONUNBUFFERED=1
-START=$(date +%s)
-DEADLINE=$((START + 265))
-# T WANT: a timeout of WANT seconds, or what is left before the deadline if that is less.
-T() { local r=$((DEADLINE - $(date +%s) - 3)); local w=$1; ((r < w)) && w=$r; ((w < 1)) && w=1; echo $w; }
-P=$B/bin/placelab
+NAME=gpu_check LIMIT=265
+source "$(dirname "$0")/checklib.sh"
 
 nvidia-smi
 nvidia-smi -q > $W/nvidia-smi-q.txt 2>&1

@@ -1,0 +1,15 @@
+# What gpu_check.sh and cal_check.sh share, sourced after setting NAME (the check's name) and LIMIT (its
+# seconds): the bundle B, the results folder OUT (default /tmp/${NAME}_out), a work folder W, the log
+# tee'd into $OUT/log.txt, the deadline, T (a step's timeout) and P (the placelab under test).
+set -x
+B=$PWD/.devbundle
+OUT=${OUT:-/tmp/${NAME}_out}
+W=/tmp/$NAME
+mkdir -p "$OUT" "$W"
+exec > >(tee "$OUT/log.txt") 2>&1
+export LD_LIBRARY_PATH=$B/lib PYTHONUNBUFFERED=1
+START=$(date +%s)
+DEADLINE=$((START + LIMIT))
+# T WANT: a timeout of WANT seconds, or what is left before the deadline if that is less.
+T() { local r=$((DEADLINE - $(date +%s) - 3)); local w=$1; ((r < w)) && w=$r; ((w < 1)) && w=1; echo $w; }
+P=$B/bin/placelab
