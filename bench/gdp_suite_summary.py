@@ -45,14 +45,15 @@ def parse_convergence(cell: str) -> tuple[int, int] | None:
 
 
 def read_rows(folder: str, suffix: str, stem: str = "gdp", key=("model", "GPUs")) -> list[dict]:
-    """The rows of every <stem>_*_<suffix>.csv in `folder`, merged by `key`: a later file (in name order) fills
-    or replaces the cells it has, so a run of some columns only (paper_gdp.py --placers, --name
-    gdp_<model>_<what>) updates those columns and keeps the others."""
+    """The rows of every <stem>_*_<suffix>.csv in `folder`, merged by `key`: a later file (in name order) replaces
+    the columns it has, so a run of some columns only (paper_gdp.py --placers, --name gdp_<model>_<what>)
+    updates those columns and keeps the others. A column a later run has but left empty (a placer it skipped,
+    such as Placeto on a graph too big for it) clears the older cell, which described an older graph."""
     rows: dict[tuple, dict] = {}
     for path in sorted(glob.glob(os.path.join(folder, f"{stem}_*_{suffix}.csv"))):
         with open(path, newline="") as f:
             for row in csv.DictReader(f):
-                rows.setdefault(tuple(row[k] for k in key), {}).update({k: v for k, v in row.items() if v})
+                rows.setdefault(tuple(row[k] for k in key), {}).update(row)
     return list(rows.values())
 
 

@@ -50,3 +50,8 @@ def test_summaries_merge_runs_of_some_columns_over_earlier_runs(tmp_path):
     assert rows["2"] == {"model": "m", "GPUs": "2", "expert": "10 ms", "GDP-one": "12 ms"}
     assert rows["4"] == {"model": "m", "GPUs": "4", "expert": "10 ms", "GDP-one": "8 ms"}
     assert "| GDP-one against expert | 2 | 2.0% faster |" in gdp_suite_summary.summary(str(tmp_path))
+    # A later run that has a column but left it empty (a placer it skipped on a changed graph) clears the old cell.
+    (tmp_path / "gdp_m_update_0.csv").write_text("model,GPUs,expert,GDP-one\nm,2,9 ms,\n")
+    rows = {r["GPUs"]: r for r in gdp_suite_summary.read_rows(str(tmp_path), "0")}
+    assert rows["2"] == {"model": "m", "GPUs": "2", "expert": "9 ms", "GDP-one": ""}
+    assert "| GDP-one against expert | 1 | 20.0% faster |" in gdp_suite_summary.summary(str(tmp_path))
