@@ -5,8 +5,10 @@ Calibrates the CPU backend (`placelab calibrate`: micro-benchmarks only, never t
 for real-size graphs (zoo models at their default sizes and batch 1, torch.fx imports of torchvision
 models at batch 2, 224x224, inference) and 30 placements each (heuristic placers, contiguous splits,
 communication-heavy ones, perturbed heuristics, random) compares the simulator's predicted step time on
-the calibrated cluster with the measured median step time of `placelab replay`. Reports per graph
-(pooling graphs of different sizes flatters rank correlation) MAPE, p95 error, Spearman and Kendall,
+the calibrated cluster with the measured median step time of `placelab replay` (each placement replayed in
+--rounds rounds, each round in a new shuffled order, so that a slow spell of the machine spreads over all
+placements instead of slowing a few; the noise column is how far one placement's rounds disagree). Reports
+per graph (pooling graphs of different sizes flatters rank correlation) MAPE, p95 error, Spearman and Kendall,
 the pairs ordered correctly when measured more than 5% apart, and whether the simulator's pick is within
 5% of the measured best. Of torchvision's models only resnet18, vgg11, mobilenet_v2 and alexnet may ever
 be used for fitting or tuning (none is: the fit is on micro-benchmarks); the others here are held-out
@@ -16,6 +18,7 @@ hand-written reading of those.
 
     /usr/bin/python3 bench/fidelity.py --bin build/release/cli/placelab          # full run, minutes
     /usr/bin/python3 bench/fidelity.py --quick --bin build/dev/cli/placelab --out-dir /tmp/f   # seconds
+    /usr/bin/python3 bench/fidelity.py --rescore bench/results/fidelity.json --out-dir /tmp/f  # new model, old runs
 
 Learned placers are in the mix: `gdp` (the pre-trained policy, zero-shot) and `hdp` (100 training steps
 on each graph against the simulator of the calibrated cluster, its default).
@@ -27,6 +30,7 @@ import math
 import os
 import platform
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -199,6 +203,10 @@ def metrics(rows, key="measured_s"):
         "sim_best_measured_over_best": meas[best_sim] / min(meas),
         "measured_spread": max(meas) / min(meas),
         "sim_best_within_5pct": meas[best_sim] <= 1.05 * min(meas),
+        # How far one placement's rounds disagree (the median over placements of slowest / fastest round - 1):
+        # the measurement's own noise, which no prediction can beat.
+        "noise": statistics.median(max(r["rounds_s"]) / min(r["rounds_s"]) - 1 for r in rows)
+                 if all(len(r.get("rounds_s", [])) > 1 for r in rows) else float("nan"),
     }
 
 
@@ -229,10 +237,106 @@ def scatter(rows_by_graph, path):
 
 
 def fmt_row(name, m):
-    return (f"| {name} | {m['placements']} | {100 * (m['measured_spread'] - 1):.0f}% | {100 * m['mape']:.1f}% | "
+    noise = "-" if math.isnan(m["noise"]) else f"{100 * m['noise']:.1f}%"
+    return (f"| {name} | {m['placements']} | {100 * (m['measured_spread'] - 1):.0f}% | {noise} | "
+            f"{100 * m['mape']:.1f}% | "
             f"{100 * m['p95_error']:.1f}% | "
             f"{m['spearman']:.3f} | {m['kendall']:.3f} | {100 * m['pairs_ordered']:.1f}% ({m['pairs_over_5pct']}) | "
             f"{'yes' if m['sim_best_within_5pct'] else 'no'} ({100 * (m['sim_best_measured_over_best'] - 1):.1f}%) |")
+
+
+def build_graph(bin_path, name, spec, folder):
+    """Writes the graph `spec` (a zoo model or torchvision:NAME:batch=B) into `folder`; returns its path."""
+    graph_file = os.path.join(folder, f"{name.split()[0]}.json")
+    if spec.startswith("torchvision:"):
+        import paperlib  # torch.fx import through the Python package (seconds; cached)
+        paperlib.placelab.write_graph(paperlib.torchvision_graph(spec), graph_file)
+    else:
+        run(bin_path, "graph", "--model", spec.split(":")[0],
+            *[x for kv in spec.split(":")[1].split(",") for x in ("--" + kv.split("=")[0], kv.split("=")[1])],
+            "--out", graph_file)
+    return graph_file
+
+
+def plain_roofline(cluster, folder):
+    """The same cluster without its efficiency curves (the plain roofline), written into `folder`."""
+    with open(cluster) as f:
+        plain = json.load(f)
+    for device in plain["devices"]:
+        device.pop("efficiency_curves", None)
+    path = os.path.join(folder, "roofline-only.json")
+    with open(path, "w") as f:
+        json.dump(plain, f)
+    return path
+
+
+def measure_graph(args, name, graph_file, cluster, plain_cluster, count, rng, tmp):
+    """The rows of one graph: each placement replayed in `args.rounds` rounds, every round in a fresh
+    shuffled order, so that a machine that slows down for a while slows every placement a little rather
+    than a few a lot; the measured time is the median of all runs."""
+    with open(graph_file) as f:
+        graph_doc = json.load(f)
+    heuristics = []
+    for placer in ([] if args.quick else PLACERS) + (["heft"] if args.quick else []):
+        out = os.path.join(tmp, f"{name}-{placer}.json")
+        try:
+            run(args.bin, "place", "--graph", graph_file, "--cluster", cluster, "--placer", placer, "--out", out,
+                timeout=60)
+        except RuntimeError as e:
+            print(f"  {name}: placer {placer} skipped: {e}", file=sys.stderr)
+            continue
+        with open(out) as f:
+            heuristics.append((placer, json.load(f)["device_of"]))
+    rows = []
+    for k, (kind, pname, place) in enumerate(placements_for(graph_doc, heuristics, 2, count, rng)):
+        pfile = os.path.join(tmp, f"p{k}.json")
+        with open(pfile, "w") as f:
+            json.dump({"format": "placelab.placement", "version": 1, "graph": graph_doc["name"], "device_of": place}, f)
+        roofline_s = json.loads(run(args.bin, "simulate", "--graph", graph_file, "--cluster", plain_cluster,
+                                    "--placement", pfile, "--json"))["step_time_s"]
+        rows.append({"graph": name, "kind": kind, "placement": pname, "roofline_only_s": roofline_s, "device_of": place,
+                     "runs_s": [], "rounds_s": [], "file": pfile})
+    for _ in range(args.rounds):
+        for row in rng.sample(rows, len(rows)):
+            doc = json.loads(run(args.bin, "replay", "--graph", graph_file, "--cluster", cluster,
+                                 "--placement", row["file"], "--backend", "cpu", "--repeats", str(args.repeats),
+                                 "--warmup", str(args.warmup), "--json"))
+            row.update(predicted_s=doc["predicted_step_s"], transfers=doc["transfers"], bytes_copied=doc["bytes_copied"])
+            row["runs_s"] += doc["step_times_s"]
+            row["rounds_s"].append(doc["measured_step_s"])
+    for row in rows:
+        del row["file"]
+        row.update(measured_s=statistics.median(row["runs_s"]), fastest_s=min(row["runs_s"]))
+    return rows
+
+
+def rescore(args, doc, tmp):
+    """The rows of a fidelity.json predicted again by today's simulator, on its calibration's points fitted
+    again by today's `placelab calibrate --refit` (or on --calibration): the same measurements, a new model."""
+    from paperlib import placelab  # the package next to the sources
+    cluster = args.calibration
+    if not cluster:
+        measurements = os.path.join(tmp, "calibration.json")
+        with open(measurements, "w") as f:
+            json.dump(doc["calibration"], f)
+        cluster = os.path.join(args.out_dir, "calibrated-cpu-2.json")
+        run(args.bin, "calibrate", "--refit", measurements, "--out", cluster, "--measurements", measurements)
+        with open(measurements) as f:
+            calibration = json.load(f)
+    else:
+        with open(cluster) as f:
+            calibration = {"cluster": json.load(f)}
+    plain_cluster = plain_roofline(cluster, tmp)
+    specs = dict(GRAPHS + QUICK_GRAPHS)
+    rows_by_graph = {}
+    for row in doc["rows"]:
+        rows_by_graph.setdefault(row["graph"], []).append(dict(row))
+    for name, rows in rows_by_graph.items():
+        graph = placelab.read_graph(build_graph(args.bin, name, specs[name], tmp))
+        sims = [placelab.Simulator(graph, placelab.read_cluster(c)) for c in (cluster, plain_cluster)]
+        for row in rows:
+            row["predicted_s"], row["roofline_only_s"] = (s.simulate(row["device_of"])["step_time_s"] for s in sims)
+    return rows_by_graph, calibration
 
 
 def main():
@@ -242,17 +346,21 @@ def main():
     ap.add_argument("--out-dir", help="default bench/results; with --quick a fresh temporary folder, so that a "
                     "smoke run never replaces the recorded results")
     ap.add_argument("--placements", type=int, default=30)
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=3, help="replays of each placement, in shuffled order per round")
+    ap.add_argument("--repeats", type=int, default=2, help="measured runs per replay")
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--calibration", help="reuse this calibrated cluster instead of calibrating")
     ap.add_argument("--graphs", help="comma-separated subset of the graph names")
     ap.add_argument("--quick", action="store_true", help="one tiny graph, 4 placements, quick calibration")
     ap.add_argument("--replot", help="only redraw the scatter plot of this fidelity.json into --out-dir")
+    ap.add_argument("--rescore", help="measure nothing: predict this fidelity.json's placements again with today's "
+                    "simulator and today's fits of its calibration points")
     args = ap.parse_args()
     if args.out_dir is None:
         args.out_dir = tempfile.mkdtemp(prefix="fidelity_quick_") if args.quick else os.path.join(here, "results")
         print(f"fidelity: writing to {args.out_dir}", file=sys.stderr)
+    os.makedirs(args.out_dir, exist_ok=True)
     if args.replot:
         with open(args.replot) as f:
             rows = json.load(f)["rows"]
@@ -261,15 +369,26 @@ def main():
             by_graph.setdefault(r["graph"], []).append(r)
         scatter(by_graph, os.path.join(args.out_dir, "fidelity.png"))
         return
+    started = time.time()
+    load_before = os.getloadavg()
+    if args.rescore:
+        with open(args.rescore) as f:
+            original = json.load(f)
+        with tempfile.TemporaryDirectory() as tmp:
+            rows_by_graph, calibration = rescore(args, original, tmp)
+        extra = {"rescored_from": {k: original.get(k) for k in ("command", "commit", "date", "machine",
+                                                                 "load_average_before", "load_average_after")}}
+        return report(args, here, rows_by_graph, calibration, load_before, started, extra)
+    if load_before[0] > 0.5 * (os.cpu_count() or 1) and not args.quick:
+        print(f"fidelity: warning: load average {load_before[0]:.1f} on {os.cpu_count()} cores: other work will "
+              "be measured too; pause it for figures worth recording", file=sys.stderr)
     graphs = QUICK_GRAPHS if args.quick else GRAPHS
     if args.graphs:
         graphs = [g for g in graphs if g[0] in args.graphs.split(",")]
     count = 4 if args.quick else args.placements
-    repeats, warmup = (1, 0) if args.quick else (args.repeats, args.warmup)
-    os.makedirs(args.out_dir, exist_ok=True)
+    if args.quick:
+        args.rounds, args.repeats, args.warmup = 2, 1, 0
     rng = random.Random(args.seed)
-    load_before = os.getloadavg()
-    started = time.time()
     with tempfile.TemporaryDirectory() as tmp:
         cluster = args.calibration
         calibration = None
@@ -281,61 +400,24 @@ def main():
                 "--measurements", measurements, *(["--quick", "--repeats", "1"] if args.quick else []))
             with open(measurements) as f:
                 calibration = json.load(f)
-        # The same cluster without its efficiency curves: the plain roofline's predictions side by side.
-        with open(cluster) as f:
-            plain = json.load(f)
-        for device in plain["devices"]:
-            device.pop("efficiency_curves", None)
-        plain_cluster = os.path.join(tmp, "roofline-only.json")
-        with open(plain_cluster, "w") as f:
-            json.dump(plain, f)
+        plain_cluster = plain_roofline(cluster, tmp)
         rows_by_graph = {}
         for name, spec in graphs:
-            graph_file = os.path.join(tmp, f"{name.split()[0]}.json")
-            if spec.startswith("torchvision:"):
-                import paperlib  # torch.fx import through the Python package (seconds; cached)
-                paperlib.placelab.write_graph(paperlib.torchvision_graph(spec), graph_file)
-            else:
-                run(args.bin, "graph", "--model", spec.split(":")[0],
-                    *[x for kv in spec.split(":")[1].split(",") for x in ("--" + kv.split("=")[0], kv.split("=")[1])],
-                    "--out", graph_file)
-            with open(graph_file) as f:
-                graph_doc = json.load(f)
-            heuristics = []
-            for placer in ([] if args.quick else PLACERS) + (["heft"] if args.quick else []):
-                out = os.path.join(tmp, f"{name}-{placer}.json")
-                try:
-                    run(args.bin, "place", "--graph", graph_file, "--cluster", cluster, "--placer", placer, "--out", out,
-                        timeout=60)
-                except RuntimeError as e:
-                    print(f"  {name}: placer {placer} skipped: {e}", file=sys.stderr)
-                    continue
-                with open(out) as f:
-                    heuristics.append((placer, json.load(f)["device_of"]))
-            rows = []
-            for kind, pname, place in placements_for(graph_doc, heuristics, 2, count, rng):
-                pfile = os.path.join(tmp, "p.json")
-                with open(pfile, "w") as f:
-                    json.dump({"format": "placelab.placement", "version": 1, "graph": graph_doc["name"],
-                               "device_of": place}, f)
-                doc = json.loads(run(args.bin, "replay", "--graph", graph_file, "--cluster", cluster,
-                                     "--placement", pfile, "--backend", "cpu", "--repeats", str(repeats),
-                                     "--warmup", str(warmup), "--json"))
-                roofline_s = json.loads(run(args.bin, "simulate", "--graph", graph_file, "--cluster", plain_cluster,
-                                            "--placement", pfile, "--json"))["step_time_s"]
-                rows.append({"graph": name, "kind": kind, "placement": pname, "predicted_s": doc["predicted_step_s"],
-                             "roofline_only_s": roofline_s, "device_of": place,
-                             "measured_s": doc["measured_step_s"], "fastest_s": min(doc["step_times_s"]),
-                             "runs_s": doc["step_times_s"],
-                             "transfers": doc["transfers"], "bytes_copied": doc["bytes_copied"]})
+            graph_file = build_graph(args.bin, name, spec, tmp)
+            rows = measure_graph(args, name, graph_file, cluster, plain_cluster, count, rng, tmp)
             rows_by_graph[name] = rows
             m = metrics(rows)
             print(f"  {name}: MAPE {100 * m['mape']:.1f}%  p95 {100 * m['p95_error']:.1f}%  Spearman {m['spearman']:.3f}  "
-                  f"spread {100 * (m['measured_spread'] - 1):.0f}%  pick within 5%: {m['sim_best_within_5pct']}",
-                  file=sys.stderr, flush=True)
+                  f"spread {100 * (m['measured_spread'] - 1):.0f}%  noise {100 * m['noise']:.1f}%  "
+                  f"pick within 5%: {m['sim_best_within_5pct']}", file=sys.stderr, flush=True)
         if calibration is None:
             with open(cluster) as f:
                 calibration = {"cluster": json.load(f)}
+    report(args, here, rows_by_graph, calibration, load_before, started, {"rounds": args.rounds})
+
+
+def report(args, here, rows_by_graph, calibration, load_before, started, extra):
+    """Writes fidelity.json, fidelity_table.md and fidelity.png into args.out_dir and prints the table."""
     load_after = os.getloadavg()
     all_rows = [r for rows in rows_by_graph.values() for r in rows]
     per_graph = {name: metrics(rows) for name, rows in rows_by_graph.items()}
@@ -354,7 +436,7 @@ def main():
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
               "load_average_before": load_before, "load_average_after": load_after,
-              "seconds": time.time() - started, "repeats": repeats, "warmup": warmup,
+              "seconds": time.time() - started, "repeats": args.repeats, "warmup": args.warmup, **extra,
               "calibration": calibration, "per_graph": per_graph, "pooled": pooled, "mean_over_graphs": mean,
               "per_graph_fastest_run": per_graph_fastest, "pooled_fastest_run": pooled_fastest,
               "per_graph_roofline_only": per_graph_roofline,
@@ -362,8 +444,9 @@ def main():
     with open(os.path.join(args.out_dir, "fidelity.json"), "w") as f:
         json.dump(result, f, indent=1)
     scatter(rows_by_graph, os.path.join(args.out_dir, "fidelity.png"))
-    lines = ["| graph | placements | measured spread | MAPE | p95 error | Spearman | Kendall | pairs ordered (pairs >5% apart) | "
-             "sim's best within 5% of measured best |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    lines = ["| graph | placements | measured spread | noise | MAPE | p95 error | Spearman | Kendall | pairs ordered "
+             "(pairs >5% apart) | sim's best within 5% of measured best |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     lines += [fmt_row(name, m) for name, m in per_graph.items()]
     lines.append(fmt_row("**pooled**", pooled))
     lines += ["", "Against the fastest measured run instead of the median (less sensitive to other processes):", "",

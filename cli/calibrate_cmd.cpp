@@ -1,6 +1,7 @@
 // placelab calibrate --backend cpu|cuda --out PROFILE: measures the backend with micro-benchmarks and
 // writes the calibrated cluster (a placelab.cluster file every verb takes as --cluster); --json prints
-// the measurements and fits (placelab.calibration), --measurements F writes them.
+// the measurements and fits (placelab.calibration), --measurements F writes them; --refit F fits the points
+// of such a file again without measuring.
 #include <algorithm>
 #include <filesystem>
 #include <memory>
@@ -18,10 +19,12 @@ namespace placelab::cli {
 namespace {
 
 struct CalibrateArgs {
-  std::string backend = "cpu", out, measurements;
+  std::string backend = "cpu", out, measurements, refit;
   sim::replay::CalibrationOptions options;
   bool no_pin = false, json = false;
 };
+
+void report(const CalibrateArgs& a, const sim::replay::Calibration& cal);
 
 void run(const CalibrateArgs& a) {
   sim::replay::CalibrationOptions options = a.options;
@@ -33,6 +36,7 @@ void run(const CalibrateArgs& a) {
   check_output("calibrate", "--out", a.out);
   if (!a.measurements.empty()) check_output("calibrate", "--measurements", a.measurements);
   check_distinct_outputs("calibrate", "--out", a.out, "--measurements", a.measurements);
+  if (!a.refit.empty()) return report(a, sim::replay::refit_calibration(io::read_json_file(a.refit), a.refit));
   const int64_t threads = int64_t{options.devices} * std::max(1, options.replay.threads_per_device);
   const unsigned cores = std::thread::hardware_concurrency();
   if (a.backend == "cpu" && cores > 0 && threads > cores)
@@ -41,7 +45,11 @@ void run(const CalibrateArgs& a) {
          options.devices, std::max(1, options.replay.threads_per_device), threads, cores);
   note("placelab: calibrating the {} backend with {} devices{}{}...\n", a.backend, options.devices,
        options.host ? " and the host" : "", options.quick ? " (quick)" : "");
-  const sim::replay::Calibration cal = sim::replay::calibrate(a.backend, options);
+  report(a, sim::replay::calibrate(a.backend, options));
+}
+
+/** Writes the cluster (and the measurements) of `cal` and prints its fits. */
+void report(const CalibrateArgs& a, const sim::replay::Calibration& cal) {
   const sim::Cluster cluster = sim::replay::calibrated_cluster(cal);
   const nlohmann::json doc = sim::replay::calibration_to_json(cal);
   if (!a.measurements.empty()) io::write_json_atomic(a.measurements, doc);
@@ -60,16 +68,18 @@ void run(const CalibrateArgs& a) {
   fmt::print("curves         {:>11.1f}%  mean error at sizes left out (efficiency by op class and size, used by the "
              "cost model)\n", 100 * cal.curves.mape);
   if (cal.devices >= 2)
-    fmt::print("copy           {:>12}  latency {}, fit error {:.1f}%\n", human(cal.link.bandwidth_bytes_per_s, "B/s"),
-               human(cal.link.latency_s, "s"), 100 * cal.link.mape);
+    fmt::print("copy           {:>12}  latency {}, fit error {:.1f}%; by size {:.1f}% at sizes left out{}\n",
+               human(cal.link.bandwidth_bytes_per_s, "B/s"), human(cal.link.latency_s, "s"), 100 * cal.link.mape,
+               100 * cal.link.curve_mape, cal.copy_engine ? "" : " (the producer copies: no overlap with its ops)");
   if (cal.host) {
     const auto& h = *cal.host;
     fmt::print("host compute   {:>12}  (cpu0: GEMM rate as host functions)\n", human(h.roofline.flops_per_s, "FLOP/s"));
     fmt::print("host memory    {:>12}  (streaming bandwidth)\n", human(h.roofline.bandwidth_bytes_per_s, "B/s"));
     fmt::print("host launch    {:>12}  (per op: a host function)\n", human(h.roofline.launch_s, "s"));
     fmt::print("host fit       {:>11.1f}%  mean error over {} points\n", 100 * h.roofline.mape, roofline_points("host"));
-    fmt::print("host copy      {:>12}  latency {}, fit error {:.1f}% (to and from the GPUs)\n",
-               human(h.link.bandwidth_bytes_per_s, "B/s"), human(h.link.latency_s, "s"), 100 * h.link.mape);
+    fmt::print("host copy      {:>12}  latency {}, fit error {:.1f}%; by size {:.1f}% (to and from the GPUs)\n",
+               human(h.link.bandwidth_bytes_per_s, "B/s"), human(h.link.latency_s, "s"), 100 * h.link.mape,
+               100 * h.link.curve_mape);
   }
 }
 
@@ -91,6 +101,8 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_flag("--no-pin", args->no_pin, "CPU backend: do not pin device threads to cores");
   cmd->add_flag("--copy-threads", args->options.replay.copy_threads, "CPU backend: a copy thread per device pair");
   cmd->add_flag("--json", args->json, "Print the measurements and fits as one JSON object");
+  cmd->add_option("--refit", args->refit,
+                  "Measure nothing: fit the points of this placelab.calibration file (--measurements) again");
   cmd->callback([args] { run(*args); });
 }
 

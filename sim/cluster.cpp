@@ -44,6 +44,19 @@ void validate_curve(const EfficiencyCurve& c, const std::string& where) {
   }
 }
 
+EfficiencyCurve curve_from_json(const io::JsonNode& c) {
+  c.check_fields({"size", "efficiency"});
+  EfficiencyCurve curve;
+  for (auto [key, out] : {std::pair{"size", &curve.size}, std::pair{"efficiency", &curve.efficiency}}) {
+    io::JsonNode list = c.at(key);
+    for (size_t k = 0; k < list.size(); ++k) out->push_back(list.at(k).as_amount());
+  }
+  validate_curve(curve, c.where());  // here, so that the error names the file
+  return curve;
+}
+
+nlohmann::json curve_to_json(const EfficiencyCurve& c) { return {{"size", c.size}, {"efficiency", c.efficiency}}; }
+
 void validate_device(const Device& d, size_t i) {
   std::string where = fmt::format("cluster device {} (\"{}\")", i, d.name);
   if (d.name.empty()) throw Error(fmt::format("cluster device {}: empty name; give every device a unique name", i));
@@ -72,6 +85,8 @@ void validate_link(const Link& l, size_t i) {
   if (l.end_a.empty() != l.end_b.empty())
     throw Error(where + ": give both ends or neither (a link without ends is a bus usable only in explicit routes)");
   if (!l.end_a.empty() && l.end_a == l.end_b) throw Error(where + ": both ends are \"" + l.end_a + "\"");
+  if (!l.efficiency_curve.size.empty() || !l.efficiency_curve.efficiency.empty())
+    validate_curve(l.efficiency_curve, where + ": efficiency curve");
 }
 
 }  // namespace
@@ -282,9 +297,23 @@ double Cluster::route_bandwidth_bytes_per_s(int32_t src, int32_t dst) const {
   return b;
 }
 
+double Cluster::route_bandwidth_bytes_per_s(int32_t src, int32_t dst, double bytes) const {
+  double b = kInf;
+  for (int32_t ch : route(src, dst)) {
+    const Link& l = spec_.links[channel_link(ch)];
+    b = std::min(b, l.bandwidth_bytes_per_s * (l.efficiency_curve.size.empty() ? 1.0 : l.efficiency_curve.at(bytes)));
+  }
+  return b;
+}
+
+bool Cluster::route_has_curve(int32_t src, int32_t dst) const {
+  const auto r = route(src, dst);
+  return std::any_of(r.begin(), r.end(), [&](int32_t ch) { return !spec_.links[channel_link(ch)].efficiency_curve.size.empty(); });
+}
+
 double Cluster::transfer_time_s(int32_t src, int32_t dst, double bytes) const {
   if (src == dst) return 0;
-  return route_latency_s(src, dst) + bytes / route_bandwidth_bytes_per_s(src, dst);
+  return route_latency_s(src, dst) + bytes / route_bandwidth_bytes_per_s(src, dst, bytes);
 }
 
 int32_t Cluster::find_device(std::string_view name) const {
@@ -347,7 +376,7 @@ Cluster cluster_from_json(const nlohmann::json& doc, const std::string& origin) 
   for (size_t i = 0; i < devices.size(); ++i) {
     io::JsonNode d = devices.at(i);
     d.check_fields({"name", "kind", "peak_flops_per_s", "memory_bandwidth_bytes_per_s", "memory_bytes",
-                    "launch_overhead_s", "gap_after_op_s", "efficiency", "efficiency_curves"});
+                    "launch_overhead_s", "gap_after_op_s", "efficiency", "efficiency_curves", "copy_engine"});
     Device dev{.name = d.at("name").as_string(),
                .kind = d.at("kind").as_string(),
                .peak_flops_per_s = d.at("peak_flops_per_s").as_amount(),
@@ -355,7 +384,8 @@ Cluster cluster_from_json(const nlohmann::json& doc, const std::string& origin) 
                .memory_bytes = d.at("memory_bytes").as_amount(),
                .launch_overhead_s = d.get_amount("launch_overhead_s", 0),
                .gap_after_op_s = d.get_amount("gap_after_op_s", 0),
-               .efficiency = d.get_amount("efficiency", 1)};
+               .efficiency = d.get_amount("efficiency", 1),
+               .copy_engine = !d.has("copy_engine") || d.at("copy_engine").as_bool()};
     if (dev.peak_flops_per_s <= 0) d.at("peak_flops_per_s").fail("must be > 0");
     if (dev.memory_bandwidth_bytes_per_s <= 0) d.at("memory_bandwidth_bytes_per_s").fail("must be > 0");
     if (!(dev.efficiency > 0 && dev.efficiency <= 1)) d.at("efficiency").fail("must be in (0, 1]");
@@ -365,14 +395,7 @@ Cluster cluster_from_json(const nlohmann::json& doc, const std::string& origin) 
       for (const auto& [name, value] : curves.value().items()) {
         io::JsonNode c = curves.at(name);
         if (!graphs::parse_op_class(name)) c.fail("names no op class; use gemm, conv, elementwise, reduction or movement");
-        c.check_fields({"size", "efficiency"});
-        EfficiencyCurve curve;
-        for (auto [key, out] : {std::pair{"size", &curve.size}, std::pair{"efficiency", &curve.efficiency}}) {
-          io::JsonNode list = c.at(key);
-          for (size_t k = 0; k < list.size(); ++k) out->push_back(list.at(k).as_amount());
-        }
-        validate_curve(curve, c.where());  // here, so that the error names the file
-        dev.efficiency_curves.emplace(name, std::move(curve));
+        dev.efficiency_curves.emplace(name, curve_from_json(c));
       }
     }
     spec.devices.push_back(std::move(dev));
@@ -381,7 +404,7 @@ Cluster cluster_from_json(const nlohmann::json& doc, const std::string& origin) 
     io::JsonNode links = root.at("links");
     for (size_t i = 0; i < links.size(); ++i) {
       io::JsonNode l = links.at(i);
-      l.check_fields({"name", "ends", "bandwidth_bytes_per_s", "latency_s", "duplex", "busy_after_s"});
+      l.check_fields({"name", "ends", "bandwidth_bytes_per_s", "latency_s", "duplex", "busy_after_s", "efficiency_curve"});
       Link link{.name = l.at("name").as_string(),
                 .bandwidth_bytes_per_s = l.at("bandwidth_bytes_per_s").as_amount(),
                 .latency_s = l.get_amount("latency_s", 0),
@@ -399,6 +422,7 @@ Cluster cluster_from_json(const nlohmann::json& doc, const std::string& origin) 
       std::string duplex = l.get_string("duplex", "full");
       if (duplex == "half") link.duplex = Duplex::half;
       else if (duplex != "full") l.at("duplex").fail("is \"" + duplex + "\", expected \"full\" or \"half\"");
+      if (l.has("efficiency_curve")) link.efficiency_curve = curve_from_json(l.at("efficiency_curve"));
       spec.links.push_back(std::move(link));
     }
   }
@@ -441,9 +465,10 @@ nlohmann::json cluster_to_json(const Cluster& cluster) {
                        {"launch_overhead_s", d.launch_overhead_s},
                        {"gap_after_op_s", d.gap_after_op_s},
                        {"efficiency", d.efficiency}});
+    if (!d.copy_engine) devices.back()["copy_engine"] = false;
     if (d.efficiency_curves.empty()) continue;
     nlohmann::json curves = nlohmann::json::object();
-    for (const auto& [name, c] : d.efficiency_curves) curves[name] = {{"size", c.size}, {"efficiency", c.efficiency}};
+    for (const auto& [name, c] : d.efficiency_curves) curves[name] = curve_to_json(c);
     devices.back()["efficiency_curves"] = curves;
   }
   for (const Link& l : s.links) {
@@ -453,6 +478,7 @@ nlohmann::json cluster_to_json(const Cluster& cluster) {
                         {"duplex", duplex_name(l.duplex)},
                         {"busy_after_s", l.busy_after_s}};
     if (!l.end_a.empty()) j["ends"] = {l.end_a, l.end_b};
+    if (!l.efficiency_curve.size.empty()) j["efficiency_curve"] = curve_to_json(l.efficiency_curve);
     links.push_back(std::move(j));
   }
   for (const RouteSpec& r : s.routes) routes.push_back({{"src", r.src}, {"dst", r.dst}, {"links", r.links}});

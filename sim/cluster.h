@@ -39,6 +39,12 @@ struct Device {
   double efficiency = 1;                     // fraction of peak FLOP/s and bandwidth a large op reaches, in (0, 1]
   /** Calibrated efficiency by op class name ("gemm", "elementwise", ...); replaces `efficiency` where given. */
   std::map<std::string, EfficiencyCurve> efficiency_curves;
+  /**
+   * A DMA engine moves its outgoing tensors while it runs other ops (GPUs). Without one (false), the
+   * device copies them itself, one after another right after their producer, and starts nothing else
+   * meanwhile (a CPU core's memcpy; the CPU replay backend's producer copies).
+   */
+  bool copy_engine = true;
 };
 
 /** Full duplex: each direction is an independent channel; half: both directions share one. */
@@ -65,6 +71,11 @@ struct Link {
   double latency_s = 0;             // added once per transfer that crosses it
   Duplex duplex = Duplex::full;
   double busy_after_s = 0;          // the channel stays busy this long after each transfer (Placeto's 25 us)
+  /**
+   * Measured fraction of `bandwidth_bytes_per_s` a copy of a given size (bytes) reaches, from calibration
+   * (a memcpy in cache outruns one through memory); empty: the full bandwidth at every size.
+   */
+  EfficiencyCurve efficiency_curve;
 };
 
 /** A route as written in files: link names from `src` to `dst`. */
@@ -141,7 +152,11 @@ class Cluster {
   double route_latency_s(int32_t src, int32_t dst) const;
   /** Smallest bandwidth on the route (infinity when src == dst). */
   double route_bandwidth_bytes_per_s(int32_t src, int32_t dst) const;
-  /** Time to move `bytes` from src to dst on an idle network: latency + bytes / bottleneck bandwidth. */
+  /** Smallest bandwidth on the route for a copy of `bytes`: each link's bandwidth times its efficiency curve there. */
+  double route_bandwidth_bytes_per_s(int32_t src, int32_t dst, double bytes) const;
+  /** Whether some link of the route has an efficiency curve (its bandwidth then depends on the size). */
+  bool route_has_curve(int32_t src, int32_t dst) const;
+  /** Time to move `bytes` from src to dst on an idle network: latency + bytes / bottleneck bandwidth at that size. */
   double transfer_time_s(int32_t src, int32_t dst, double bytes) const;
 
   /** Index of the device named `name`, or -1. */

@@ -414,6 +414,7 @@ Simulator::Simulator(const graphs::Graph& graph, const Cluster& cluster, std::sh
 
   pair_latency_s_.assign(D * D, 0);
   pair_bandwidth_.assign(D * D, 0);
+  pair_curved_.assign(D * D, 0);
   route_off_.assign(D * D + 1, 0);
   for (size_t a = 0; a < D; ++a)
     for (size_t b = 0; b < D; ++b) {
@@ -422,6 +423,8 @@ Simulator::Simulator(const graphs::Graph& graph, const Cluster& cluster, std::sh
       if (a != b) {
         pair_latency_s_[p] = cluster.route_latency_s(a, b);
         pair_bandwidth_[p] = cluster.route_bandwidth_bytes_per_s(a, b);
+        pair_curved_[p] = cluster.route_has_curve(a, b);
+        any_link_curves_ = any_link_curves_ || pair_curved_[p];
       }
       route_off_[p + 1] = route_off_[p] + static_cast<int32_t>(route.size());
       route_ch_.insert(route_ch_.end(), route.begin(), route.end());
@@ -441,7 +444,7 @@ Simulator::Simulator(const graphs::Graph& graph, const Cluster& cluster, std::sh
   for (size_t a = 0; a < D; ++a)
     for (size_t b = 0; b < D; ++b)
       if (a != b)
-        check_seconds(pair_latency_s_[a * D + b] + max_edge_bytes / pair_bandwidth_[a * D + b],
+        check_seconds(cluster.transfer_time_s(a, b, max_edge_bytes),
                       fmt::format("sending the largest tensor ({:g} bytes) from \"{}\" to \"{}\"", max_edge_bytes,
                                   cluster.device(a).name, cluster.device(b).name));
   for (size_t d = 0; d < D; ++d)
@@ -454,6 +457,15 @@ Simulator::Simulator(const graphs::Graph& graph, const Cluster& cluster, std::sh
   for (int32_t c = 0; c < channels_; ++c) channel_busy_after_s_[c] = cluster.link(Cluster::channel_link(c)).busy_after_s;
   gap_after_op_s_.resize(D);
   for (size_t d = 0; d < D; ++d) gap_after_op_s_[d] = cluster.device(d).gap_after_op_s;
+  sender_copies_.resize(D);
+  for (size_t d = 0; d < D; ++d) {
+    sender_copies_[d] = !cluster.device(d).copy_engine;
+    any_sender_copies_ = any_sender_copies_ || sender_copies_[d];
+    if (sender_copies_[d] && options_.share_bandwidth)
+      throw Error(fmt::format("simulator: device \"{}\" of cluster \"{}\" has no copy engine (copy_engine false), "
+                              "which bandwidth sharing does not model; simulate it with FIFO links (no share_bandwidth)",
+                              cluster.device(d).name, cluster.name()));
+  }
   use_clock_unit(cluster.clock_unit_s());
   order_by_rank();
 
@@ -497,6 +509,13 @@ void Simulator::use_clock_unit(double unit_s) {
   for (auto* v : {&pair_bandwidth_, &channel_bandwidth_})  // bytes per unit
     for (double& x : *v) x = in_clock_unit(x * unit_s);
   refresh_clock_time();
+}
+
+double Simulator::pair_bandwidth_at(size_t pair, double bytes) const {
+  if (!pair_curved_[pair]) return pair_bandwidth_[pair];
+  const auto D = static_cast<size_t>(devices_);
+  return cluster_->route_bandwidth_bytes_per_s(static_cast<int32_t>(pair / D), static_cast<int32_t>(pair % D), bytes) *
+         clock_unit_s_;
 }
 
 void Simulator::refresh_clock_time() {
@@ -772,7 +791,7 @@ void Simulator::run(std::span<const int32_t> dev, SimScratch& s, SimResult& out,
   // event loop with the other modes' branches compiled out.
   const bool general = observer != nullptr || options_.priority != Priority::ready_time || options_.share_bandwidth ||
                        (options_.use_edge_comm && graph_->has_edge_comm()) ||
-                       cluster_->transfer_mode() == TransferMode::broadcast;
+                       cluster_->transfer_mode() == TransferMode::broadcast || any_sender_copies_ || any_link_curves_;
   if (general) run_mode<true>(dev, s, out, observer, checkpoints, fresh);
   else run_mode<false>(dev, s, out, nullptr, checkpoints, fresh);
 }
@@ -798,6 +817,10 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
   const bool edge_comm = kGeneral && options_.use_edge_comm && graph_->has_edge_comm();
   const bool broadcast = kGeneral && cluster_->transfer_mode() == TransferMode::broadcast;
   const bool sharing = kGeneral && options_.share_bandwidth;
+  const bool sender_copies = kGeneral && any_sender_copies_;  // some device copies its own outputs
+  const bool link_curves = kGeneral && any_link_curves_;      // some route's bandwidth depends on the size
+  // Bytes per clock unit from one device to another for a copy of `bytes`.
+  auto bandwidth = [&](size_t pair, double bytes) { return link_curves ? pair_bandwidth_at(pair, bytes) : pair_bandwidth_[pair]; };
   const ByRelease by_release{s.fifo_key.data()};
   const ByRank by_rank_class{rank_class_.data()};
 
@@ -1083,7 +1106,7 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
       auto duration = [&](int32_t e, double bytes) {
         if (edge_comm && !std::isnan(s.dest_comm_s[e])) return s.dest_comm_s[e];
         const size_t pair = static_cast<size_t>(d) * D + e;
-        return pair_latency_s_[pair] + bytes / pair_bandwidth_[pair];
+        return pair_latency_s_[pair] + bytes / bandwidth(pair, bytes);
       };
       auto record = [&](int32_t e, double bytes, double start, double end) {
         const int32_t x = s.num_xfers++;
@@ -1119,31 +1142,39 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
         // A measured transfer is all latency: it takes exactly that long (a broadcast: all or none of its
         // destinations are measured).
         auto timed = [&](int32_t e) { return edge_comm && !std::isnan(s.dest_comm_s[e]); };
+        // A copy that reaches a fraction of its route's bandwidth at its size (a link's efficiency curve)
+        // streams as that many more bytes at the full one: alone on its route, it takes as long as in FIFO.
+        auto stretch = [&](size_t pair, double bytes) { return link_curves ? pair_bandwidth_[pair] / pair_bandwidth_at(pair, bytes) : 1.0; };
         if (!broadcast) {
           for (int32_t i = 0; i < num_dest; ++i) {
             const int32_t e = s.dest[i];
             const size_t pair = static_cast<size_t>(d) * D + e;
-            add_flow({&s.dest[i], 1}, s.dest_bytes[e], timed(e) ? 0.0 : s.dest_bytes[e],
+            const double bytes = s.dest_bytes[e];
+            add_flow({&s.dest[i], 1}, bytes, timed(e) ? 0.0 : bytes * stretch(pair, bytes),
                      timed(e) ? s.dest_comm_s[e] : pair_latency_s_[pair]);
           }
         } else {
-          double bytes = 0, latency = 0;
+          double bytes = 0, latency = 0, most = 0;
+          for (int32_t i = 0; i < num_dest; ++i) bytes = std::max(bytes, s.dest_bytes[s.dest[i]]);
           for (int32_t i = 0; i < num_dest; ++i) {
             const int32_t e = s.dest[i];
-            bytes = std::max(bytes, s.dest_bytes[e]);
-            latency = std::max(latency, timed(e) ? s.dest_comm_s[e] : pair_latency_s_[static_cast<size_t>(d) * D + e]);
+            const size_t pair = static_cast<size_t>(d) * D + e;
+            latency = std::max(latency, timed(e) ? s.dest_comm_s[e] : pair_latency_s_[pair]);
+            most = std::max(most, stretch(pair, bytes));
           }
-          add_flow({s.dest.data(), static_cast<size_t>(num_dest)}, bytes, timed(s.dest[0]) ? 0.0 : bytes, latency);
+          add_flow({s.dest.data(), static_cast<size_t>(num_dest)}, bytes, timed(s.dest[0]) ? 0.0 : bytes * most, latency);
         }
         schedule_net();
       } else if (!broadcast) {
+        // A device without a copy engine sends one transfer after another.
+        const bool serial = sender_copies && sender_copies_[d];
         for (int32_t i = 0; i < num_dest; ++i) {
           const int32_t e = s.dest[i];
           const double bytes = s.dest_bytes[e], dur = duration(e, bytes);
           const size_t pair = static_cast<size_t>(d) * D + e;
           const int32_t* ch = route_ch_.data() + route_off_[pair];
           const int32_t count = route_off_[pair + 1] - route_off_[pair];
-          double start = t;
+          double start = serial ? sp.hold_until_s : t;
           for (int32_t c = 0; c < count; ++c) start = std::max(start, s.chan_free_s[ch[c]]);
           const double end = start + dur;
           hold_channels(ch, count, end, dur, bytes);
@@ -1176,6 +1207,8 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
         s.total_bytes += bytes;
         ++s.transfers;
       }
+      // Without a copy engine the device was copying until its last transfer ended.
+      if (sender_copies && sender_copies_[d]) s.free_s[d] = std::max(s.free_s[d], sp.hold_until_s);
     }
 
     // Consumers: inputs arrive locally at t, remotely at the transfer's end; control edges at t.
@@ -1190,7 +1223,7 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
         s.xfer_of_in[o.in_pos] = s.dest_xfer[e];
         const size_t pair = static_cast<size_t>(d) * D + e;
         cp += edge_comm && !std::isnan(s.dest_comm_s[e]) ? out_comm_s_[k]
-                                                         : pair_latency_s_[pair] + o.bytes / pair_bandwidth_[pair];
+                                                         : pair_latency_s_[pair] + o.bytes / bandwidth(pair, o.bytes);
         sc.cp_start_s = std::max(sc.cp_start_s, cp);
         if (sharing) continue;  // the input arrives when its flow ends
         arrive = s.arrival_s[e];

@@ -188,6 +188,12 @@ class Simulator {
   std::vector<int32_t> route_off_, route_ch_;
   std::vector<double> channel_busy_after_s_, channel_bandwidth_;
   std::vector<double> gap_after_op_s_;
+  std::vector<uint8_t> sender_copies_;  // per device: no copy engine (Device::copy_engine false)
+  bool any_sender_copies_ = false;
+  std::vector<uint8_t> pair_curved_;  // per device pair: a link of its route has an efficiency curve
+  bool any_link_curves_ = false;
+  /** Bytes per clock unit on pair `pair`'s route for a copy of `bytes` (its links' efficiency curves there). */
+  double pair_bandwidth_at(size_t pair, double bytes) const;
   std::vector<int32_t> device_kind_, op_pin_;  // kind indices; op_pin_ -1 = any, -2 = kind absent from cluster
   std::vector<std::string> kinds_;
 };

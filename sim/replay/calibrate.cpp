@@ -7,10 +7,13 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <map>
+#include <tuple>
 
 #include <fmt/format.h>
 
 #include "graphs/error.h"
+#include "graphs/json_util.h"
 #include "sim/replay/cuda/executor.h"
 
 namespace placelab::sim::replay {
@@ -157,41 +160,48 @@ RooflineFit fit_roofline(std::span<const CalibrationPoint> points, std::string_v
   return fit;
 }
 
-CurveFit fit_curves(std::span<const CalibrationPoint> points, const RooflineFit& roofline, std::string_view device) {
+namespace {
+
+// The efficiency curve of the `what` points of `device` against `rate`: size / (rate (t - fixed_s)) per
+// size, repeated sizes merged (their median). Adds each inner point's leave-one-out error, predicted from
+// the curve without it, to `error` and counts it in `inner`. Empty without such points.
+EfficiencyCurve curve_of(std::span<const CalibrationPoint> points, std::string_view what, std::string_view device,
+                         double rate, double fixed_s, double& error, int32_t& inner) {
   // Bounds on an efficiency: an op at or under the launch overhead would otherwise get an infinite one.
   constexpr double kLeast = 1e-3, kMost = 1e3;
-  struct Source {
-    const char* what;
-    const char* op_class;
-    double rate;
-  };
+  std::map<double, std::vector<double>> times;
+  for (const CalibrationPoint& p : points)
+    if (p.what == what && p.device == device && p.size > 0 && p.time_s > 0) times[p.size].push_back(p.time_s);
+  EfficiencyCurve curve;
+  std::vector<double> measured;
+  for (auto& [size, ts] : times) {
+    std::nth_element(ts.begin(), ts.begin() + static_cast<std::ptrdiff_t>(ts.size() / 2), ts.end());
+    const double t = ts[ts.size() / 2];
+    curve.size.push_back(size);
+    curve.efficiency.push_back(std::clamp(size / (rate * std::max(t - fixed_s, 1e-12)), kLeast, kMost));
+    measured.push_back(t);
+  }
+  for (size_t i = 1; i + 1 < curve.size.size(); ++i) {
+    EfficiencyCurve without = curve;
+    without.size.erase(without.size.begin() + static_cast<std::ptrdiff_t>(i));
+    without.efficiency.erase(without.efficiency.begin() + static_cast<std::ptrdiff_t>(i));
+    const double predicted = curve.size[i] / (rate * without.at(curve.size[i])) + fixed_s;
+    error += std::abs(predicted / measured[i] - 1);
+    ++inner;
+  }
+  return curve;
+}
+
+}  // namespace
+
+CurveFit fit_curves(std::span<const CalibrationPoint> points, const RooflineFit& roofline, std::string_view device) {
   CurveFit fit;
   double error = 0;
   int32_t inner = 0;
-  for (const Source& src : {Source{"compute", "gemm", roofline.flops_per_s},
-                            Source{"memory", "elementwise", roofline.bandwidth_bytes_per_s}}) {
-    std::map<double, std::vector<double>> times;  // by size: repeated sizes are merged (their median)
-    for (const CalibrationPoint& p : points)
-      if (p.what == src.what && p.device == device && p.size > 0 && p.time_s > 0) times[p.size].push_back(p.time_s);
-    if (times.empty()) continue;
-    EfficiencyCurve curve;
-    std::vector<double> measured;
-    for (auto& [size, ts] : times) {
-      std::nth_element(ts.begin(), ts.begin() + static_cast<std::ptrdiff_t>(ts.size() / 2), ts.end());
-      const double t = ts[ts.size() / 2];
-      curve.size.push_back(size);
-      curve.efficiency.push_back(std::clamp(size / (src.rate * std::max(t - roofline.launch_s, 1e-12)), kLeast, kMost));
-      measured.push_back(t);
-    }
-    for (size_t i = 1; i + 1 < curve.size.size(); ++i) {
-      EfficiencyCurve without = curve;
-      without.size.erase(without.size.begin() + static_cast<std::ptrdiff_t>(i));
-      without.efficiency.erase(without.efficiency.begin() + static_cast<std::ptrdiff_t>(i));
-      const double predicted = curve.size[i] / (src.rate * without.at(curve.size[i])) + roofline.launch_s;
-      error += std::abs(predicted / measured[i] - 1);
-      ++inner;
-    }
-    fit.curves.emplace(src.op_class, std::move(curve));
+  for (auto [what, op_class, rate] : {std::tuple{"compute", "gemm", roofline.flops_per_s},
+                                      std::tuple{"memory", "elementwise", roofline.bandwidth_bytes_per_s}}) {
+    EfficiencyCurve curve = curve_of(points, what, device, rate, roofline.launch_s, error, inner);
+    if (!curve.size.empty()) fit.curves.emplace(op_class, std::move(curve));
   }
   fit.mape = inner > 0 ? error / inner : 0;
   return fit;
@@ -212,6 +222,10 @@ LinkFit fit_link(std::span<const CalibrationPoint> points, std::string_view devi
   for (const CalibrationPoint& p : points)
     if (p.what == "copy" && p.device == device && p.time_s > 0) fit.mape += std::abs((x[1] + p.size * x[0]) / p.time_s - 1);
   fit.mape /= static_cast<double>(rows.size());
+  double error = 0;
+  int32_t inner = 0;
+  fit.curve = curve_of(points, "copy", device, fit.bandwidth_bytes_per_s, fit.latency_s, error, inner);
+  fit.curve_mape = inner > 0 ? error / inner : 0;
   return fit;
 }
 
@@ -236,6 +250,7 @@ Calibration calibrate(std::string_view backend, const CalibrationOptions& asked)
   const std::string kind = cuda_backend ? "gpu" : "cpu";
   const double physical_memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
   Calibration cal{.backend = std::string(backend), .devices = options.devices};
+  cal.copy_engine = backend != "cpu" || options.replay.copy_threads;
   if (!cuda_backend) {
     cal.device_memory_bytes = physical_memory / options.devices;
   } else {
@@ -338,7 +353,8 @@ Cluster calibrated_cluster(const Calibration& cal) {
                             .launch_overhead_s = cal.roofline.launch_s,
                             .gap_after_op_s = 0,
                             .efficiency = 1,
-                            .efficiency_curves = cal.curves.curves});
+                            .efficiency_curves = cal.curves.curves,
+                            .copy_engine = cal.copy_engine});
   for (int32_t a = 0; a < cal.devices; ++a)
     for (int32_t b = a + 1; b < cal.devices; ++b)
       spec.links.push_back({.name = fmt::format("{}{}-{}{}", kind, a, kind, b),
@@ -347,7 +363,8 @@ Cluster calibrated_cluster(const Calibration& cal) {
                             .bandwidth_bytes_per_s = cal.link.bandwidth_bytes_per_s,
                             .latency_s = cal.link.latency_s,
                             .duplex = Duplex::full,
-                            .busy_after_s = 0});
+                            .busy_after_s = 0,
+                            .efficiency_curve = cal.link.curve});
   if (cal.host)
     for (int32_t d = 0; d < cal.devices; ++d)
       spec.links.push_back({.name = fmt::format("cpu0-{}", spec.devices[first + d].name),
@@ -356,7 +373,8 @@ Cluster calibrated_cluster(const Calibration& cal) {
                             .bandwidth_bytes_per_s = cal.host->link.bandwidth_bytes_per_s,
                             .latency_s = cal.host->link.latency_s,
                             .duplex = Duplex::full,
-                            .busy_after_s = 0});
+                            .busy_after_s = 0,
+                            .efficiency_curve = cal.host->link.curve});
   return Cluster(std::move(spec));
 }
 
@@ -373,6 +391,8 @@ nlohmann::json calibration_to_json(const Calibration& cal) {
                         {"version", 1},
                         {"backend", cal.backend},
                         {"devices", cal.devices},
+                        {"device_memory_bytes", cal.device_memory_bytes},
+                        {"copy_engine", cal.copy_engine},
                         {"points", points},
                         {"roofline", {{"flops_per_s", cal.roofline.flops_per_s},
                                       {"bandwidth_bytes_per_s", cal.roofline.bandwidth_bytes_per_s},
@@ -381,7 +401,8 @@ nlohmann::json calibration_to_json(const Calibration& cal) {
                         {"curves", {{"leave_one_out_mape", cal.curves.mape}}},
                         {"cluster", cluster_to_json(calibrated_cluster(cal))}};
   auto link_json = [](const LinkFit& l) {
-    return nlohmann::json{{"bandwidth_bytes_per_s", l.bandwidth_bytes_per_s}, {"latency_s", l.latency_s}, {"mape", l.mape}};
+    return nlohmann::json{{"bandwidth_bytes_per_s", l.bandwidth_bytes_per_s}, {"latency_s", l.latency_s}, {"mape", l.mape},
+                          {"curve_leave_one_out_mape", l.curve_mape}};
   };
   if (cal.devices >= 2) doc["link"] = link_json(cal.link);
   if (cal.host)
@@ -393,6 +414,38 @@ nlohmann::json calibration_to_json(const Calibration& cal) {
                    {"curves", {{"leave_one_out_mape", cal.host->curves.mape}}},
                    {"link", link_json(cal.host->link)}};
   return doc;
+}
+
+Calibration refit_calibration(const nlohmann::json& doc, const std::string& origin) {
+  const io::JsonNode root(doc, origin);
+  root.check_header("placelab.calibration", {1});
+  Calibration cal{.backend = root.at("backend").as_string(), .devices = static_cast<int32_t>(root.at("devices").as_int())};
+  if (cal.backend != "cpu" && cal.backend != "cuda") root.at("backend").fail("is \"" + cal.backend + "\", expected \"cpu\" or \"cuda\"");
+  if (cal.devices < 1) root.at("devices").fail("must be >= 1");
+  // Documents from before these fields: the memory of the cluster's last device (the backend's), and
+  // the CPU backend's default (the producer copies).
+  cal.device_memory_bytes = root.has("device_memory_bytes")
+                                ? root.at("device_memory_bytes").as_amount()
+                                : root.at("cluster").at("devices").at(root.at("cluster").at("devices").size() - 1)
+                                      .at("memory_bytes").as_amount();
+  cal.copy_engine = root.has("copy_engine") ? root.at("copy_engine").as_bool() : cal.backend != "cpu";
+  const io::JsonNode points = root.at("points");
+  for (size_t i = 0; i < points.size(); ++i) {
+    const io::JsonNode p = points.at(i);
+    cal.points.push_back({.what = p.at("what").as_string(), .size = p.at("size").as_amount(),
+                          .time_s = p.at("time_s").as_amount(), .device = p.get_string("device", "")});
+  }
+  cal.roofline = fit_roofline(cal.points);
+  cal.curves = fit_curves(cal.points, cal.roofline);
+  if (cal.devices >= 2) cal.link = fit_link(cal.points);
+  if (root.has("host")) {
+    HostCalibration host{.memory_bytes = root.at("host").at("memory_bytes").as_amount()};
+    host.roofline = fit_roofline(cal.points, "host");
+    host.curves = fit_curves(cal.points, host.roofline, "host");
+    host.link = fit_link(cal.points, "host");
+    cal.host = host;
+  }
+  return cal;
 }
 
 }  // namespace placelab::sim::replay

@@ -51,10 +51,15 @@ struct RooflineFit {
   double mape = 0;  // mean |predicted / measured - 1| over the points
 };
 
-/** A link fitted to copy points: t = latency + bytes / bandwidth. */
+/**
+ * A link fitted to copy points: t = latency + bytes / bandwidth, then its efficiency curve against that
+ * bandwidth (a copy in cache outruns one through memory), as for a device's curves (CurveFit).
+ */
 struct LinkFit {
   double bandwidth_bytes_per_s = 0, latency_s = 0;
-  double mape = 0;
+  double mape = 0;  // of the line
+  EfficiencyCurve curve;
+  double curve_mape = 0;  // leave-one-out, over the curve's inner points
 };
 
 /**
@@ -89,6 +94,8 @@ struct Calibration {
   RooflineFit roofline;
   CurveFit curves;
   LinkFit link;  // zeros with one device
+  /** Whether the devices' copies overlap their ops: false on the CPU backend unless copy threads copy. */
+  bool copy_engine = true;
   std::optional<HostCalibration> host;
 };
 
@@ -119,5 +126,12 @@ Cluster calibrated_cluster(const Calibration& calibration);
 
 /** The placelab.calibration v1 document: points, fits and the cluster document. */
 nlohmann::json calibration_to_json(const Calibration& calibration);
+
+/**
+ * The calibration of a placelab.calibration document's points, fitted again by today's fits (nothing is
+ * measured): a changed cost model applies to old measurements. Throws placelab::Error naming `origin`
+ * and the JSON path at fault.
+ */
+Calibration refit_calibration(const nlohmann::json& doc, const std::string& origin);
 
 }  // namespace placelab::sim::replay

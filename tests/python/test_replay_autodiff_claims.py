@@ -772,13 +772,15 @@ def test_profile_drives_the_simulator(tmp_path, calibration):
     """replay.md: 'So every verb uses a calibration with no new option: placelab
     simulate|place|compare|replay --cluster PROFILE'; the model is t = max(F / (P e_gemm(F)), B / (W
     e_elementwise(B))) + L per op, the efficiencies read off the curves in log(size), and latency + B /
-    bandwidth per copy, so the replay's prediction on the profile follows it."""
+    (bandwidth e_copy(B)) per copy, so the replay's prediction on the profile follows it."""
     doc, _, _, path = calibration
     r, link = doc["roofline"], doc["link"]
-    curves = json.loads(path.read_text())["devices"][0]["efficiency_curves"]
+    profile = json.loads(path.read_text())
+    curves = profile["devices"][0]["efficiency_curves"]
+    copies = profile["links"][0]["efficiency_curve"]
 
-    def efficiency(op_class, size):
-        c = curves[op_class]
+    def efficiency(op_class, size, c=None):
+        c = c or curves[op_class]
         return np.interp(np.log(size), np.log(c["size"]), c["efficiency"]) if size > 0 else 1.0
 
     plan, res = export(tmp_path, FORK, FORK_PLACEMENT, path)
@@ -789,7 +791,7 @@ def test_profile_drives_the_simulator(tmp_path, calibration):
                    nbytes / (r["bandwidth_bytes_per_s"] * efficiency("elementwise", nbytes))) + r["launch_s"]
         assert pop["end_s"] - pop["start_s"] == pytest.approx(want, rel=1e-9), gop["name"]
     for t in plan["transfers"]:
-        want = link["latency_s"] + t["bytes"] / link["bandwidth_bytes_per_s"]
+        want = link["latency_s"] + t["bytes"] / (link["bandwidth_bytes_per_s"] * efficiency("copy", t["bytes"], copies))
         assert t["end_s"] - t["start_s"] == pytest.approx(want, rel=1e-9)
     sim = simulator_for(FORK, path)
     assert res["predicted_step_s"] == sim.simulate(np.array(FORK_PLACEMENT, dtype=np.int32))["step_time_s"]

@@ -221,3 +221,26 @@ TEST_CASE("sim::Cluster: efficiency curves round-trip, and bad ones name the dev
   CHECK_THAT(error_of(with(R"({"gemm": {"size": [10], "efficiency": [1], "fit": 3}})")),
              Catch::Contains("unknown field \"fit\""));
 }
+
+TEST_CASE("sim::Cluster: copy engines and links' efficiency curves round-trip, bad ones name the place", "[sim]") {
+  const std::string text = replace_once(
+      replace_once(kCluster, "\"efficiency\": 0.5}", "\"efficiency\": 0.5, \"copy_engine\": false}"),
+      "\"latency_s\": 1e-6},", "\"latency_s\": 1e-6, \"efficiency_curve\": {\"size\": [1e3, 1e7], \"efficiency\": [1.5, 0.5]}},");
+  Cluster c = cluster_from_json(io::parse_json(text, "c.json"), "c.json");
+  CHECK(c.device(0).copy_engine);
+  CHECK_FALSE(c.device(2).copy_engine);
+  CHECK(c.link(0).efficiency_curve.at(1e5) == Approx(1.0));
+  CHECK(c.transfer_time_s(0, 1, 1e5) == Approx(1e-6 + 1e5 / 5e10));
+  CHECK(c.transfer_time_s(0, 1, 1e7) == Approx(1e-6 + 1e7 / 2.5e10));
+  CHECK(c.route_has_curve(0, 1));
+  CHECK(c.route(1, 0).size() == 2);  // gpu1 -> gpu0 goes over pcie (an explicit route), no curve
+  CHECK_FALSE(c.route_has_curve(1, 0));
+  const nlohmann::json doc = cluster_to_json(c);
+  CHECK(doc["devices"][2]["copy_engine"] == false);
+  CHECK_FALSE(doc["devices"][0].contains("copy_engine"));  // the default is left out
+  CHECK(cluster_to_json(cluster_from_json(doc, "back")) == doc);
+  CHECK_THAT(error_of(replace_once(text, "[1.5, 0.5]", "[1.5]")),
+             Catch::Contains("c.json: links[0].efficiency_curve: 2 sizes and 1 efficiencies"));
+  CHECK_THAT(error_of(replace_once(text, "\"copy_engine\": false", "\"copy_engine\": \"no\"")),
+             Catch::Contains("c.json: devices[2].copy_engine"));
+}

@@ -290,6 +290,14 @@ TEST_CASE("sim::replay::calibrate: the fits recover known models", "[replay]") {
   const LinkFit link = fit_link(points);
   CHECK(link.bandwidth_bytes_per_s == Approx(link_bw).epsilon(1e-9));
   CHECK(link.latency_s == Approx(latency_s).epsilon(1e-9));
+  // On the line, the copies' curve is 1 at every size; a copy twice as slow at 1e5 bytes halves it there.
+  CHECK(link.curve.size == std::vector<double>{1e3, 1e5, 1e7});
+  for (double e : link.curve.efficiency) CHECK(e == Approx(1).epsilon(1e-6));
+  CHECK(link.curve_mape < 1e-6);
+  points[8].time_s = latency_s + 2e5 / link_bw;
+  const LinkFit slow = fit_link(points);
+  CHECK(slow.curve.at(1e5) * slow.bandwidth_bytes_per_s * (points[8].time_s - slow.latency_s) == Approx(1e5).epsilon(1e-9));
+  CHECK(slow.curve_mape > 0.3);  // the middle point, left out, is predicted from its neighbours: twice as fast
   CHECK_THROWS_WITH(fit_roofline(std::vector<CalibrationPoint>{{"compute", 1e4, 1e-6}}), Contains("memory points"));
 }
 
@@ -304,6 +312,12 @@ TEST_CASE("sim::replay::calibrate: a quick calibration gives a valid cluster", "
   CHECK(cluster.device(0).kind == "cpu");
   CHECK(cluster.device(1).peak_flops_per_s == cal.roofline.flops_per_s);
   CHECK(cluster.route(0, 1).size() == 1);
+  // The producer copies (no copy threads): no copy engine; the link's bandwidth follows the copies' sizes.
+  CHECK_FALSE(cluster.device(0).copy_engine);
+  CHECK(cluster.link(0).efficiency_curve.size.size() == 3);
+  Calibration threaded = cal;
+  threaded.copy_engine = true;
+  CHECK(calibrated_cluster(threaded).device(1).copy_engine);
   const nlohmann::json doc = calibration_to_json(cal);
   CHECK(doc["format"] == "placelab.calibration");
   CHECK(cluster_to_json(cluster_from_json(doc["cluster"], "<calibration>")) == doc["cluster"]);
@@ -334,7 +348,10 @@ TEST_CASE("sim::replay::calibrate: a CUDA calibration's host is fitted apart and
 
   Calibration cal{.backend = "cuda", .devices = 2, .device_memory_bytes = 1.4e11, .points = points,
                   .roofline = gpu, .link = {.bandwidth_bytes_per_s = 4e11, .latency_s = 1e-5, .mape = 0}};
-  cal.host = HostCalibration{.memory_bytes = 1.3e11, .roofline = host, .link = link};
+  cal.host.emplace();  // assigned field by field: GCC 12 takes a designated HostCalibration's map for uninitialized
+  cal.host->memory_bytes = 1.3e11;
+  cal.host->roofline = host;
+  cal.host->link = link;
   const Cluster c = calibrated_cluster(cal);
   CHECK(c.name() == "calibrated-cuda-2-host");
   REQUIRE(c.num_devices() == 3);
