@@ -315,6 +315,12 @@ def rescore(args, doc, tmp):
     again by today's `placelab calibrate --refit` (or on --calibration): the same measurements, a new model."""
     from paperlib import placelab  # the package next to the sources
     cluster = args.calibration
+    if not cluster and "points" not in doc["calibration"]:  # a run on a given cluster: no points to fit again
+        print("fidelity: the run was made on a given cluster (--calibration): predicting on it as it was",
+              file=sys.stderr)
+        cluster = os.path.join(tmp, "recorded-cluster.json")
+        with open(cluster, "w") as f:
+            json.dump(doc["calibration"]["cluster"], f)
     if not cluster:
         measurements = os.path.join(tmp, "calibration.json")
         with open(measurements, "w") as f:
