@@ -264,6 +264,7 @@ def plain_roofline(cluster, folder):
         plain = json.load(f)
     for device in plain["devices"]:
         device.pop("efficiency_curves", None)
+        device.pop("contended_efficiency_curves", None)
     path = os.path.join(folder, "roofline-only.json")
     with open(path, "w") as f:
         json.dump(plain, f)

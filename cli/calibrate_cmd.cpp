@@ -66,7 +66,10 @@ void report(const CalibrateArgs& a, const sim::replay::Calibration& cal) {
   };
   fmt::print("roofline fit   {:>11.1f}%  mean error over {} points\n", 100 * cal.roofline.mape, roofline_points(""));
   fmt::print("curves         {:>11.1f}%  mean error at sizes left out (efficiency by op class and size, used by the "
-             "cost model)\n", 100 * cal.curves.mape);
+             "cost model){}\n", 100 * cal.curves.mape, cal.alone ? "; every device running: the contended curves" : "");
+  if (cal.alone)
+    fmt::print("alone curves   {:>11.1f}%  mean error at sizes left out (one device running: the devices' own curves)\n",
+               100 * cal.alone->mape);
   if (cal.devices >= 2)
     fmt::print("copy           {:>12}  latency {}, fit error {:.1f}%; by size {:.1f}% at sizes left out{}\n",
                human(cal.link.bandwidth_bytes_per_s, "B/s"), human(cal.link.latency_s, "s"), 100 * cal.link.mape,

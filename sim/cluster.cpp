@@ -68,12 +68,13 @@ void validate_device(const Device& d, size_t i) {
   check_amount(d.gap_after_op_s, "gap_after_op_s", where);
   if (!(d.efficiency > 0 && d.efficiency <= 1))
     throw Error(fmt::format("{}: efficiency is {}, must be in (0, 1]", where, d.efficiency));
-  for (const auto& [name, curve] : d.efficiency_curves) {
-    if (!graphs::parse_op_class(name))
-      throw Error(fmt::format("{}: efficiency curve for \"{}\", which is no op class (gemm, conv, elementwise, "
-                              "reduction, movement)", where, name));
-    validate_curve(curve, fmt::format("{}: efficiency curve \"{}\"", where, name));
-  }
+  for (const auto* curves : {&d.efficiency_curves, &d.contended_efficiency_curves})
+    for (const auto& [name, curve] : *curves) {
+      if (!graphs::parse_op_class(name))
+        throw Error(fmt::format("{}: efficiency curve for \"{}\", which is no op class (gemm, conv, elementwise, "
+                                "reduction, movement)", where, name));
+      validate_curve(curve, fmt::format("{}: efficiency curve \"{}\"", where, name));
+    }
 }
 
 void validate_link(const Link& l, size_t i) {
@@ -376,7 +377,8 @@ Cluster cluster_from_json(const nlohmann::json& doc, const std::string& origin) 
   for (size_t i = 0; i < devices.size(); ++i) {
     io::JsonNode d = devices.at(i);
     d.check_fields({"name", "kind", "peak_flops_per_s", "memory_bandwidth_bytes_per_s", "memory_bytes",
-                    "launch_overhead_s", "gap_after_op_s", "efficiency", "efficiency_curves", "copy_engine"});
+                    "launch_overhead_s", "gap_after_op_s", "efficiency", "efficiency_curves", "copy_engine",
+                    "memory_domain", "contended_efficiency_curves"});
     Device dev{.name = d.at("name").as_string(),
                .kind = d.at("kind").as_string(),
                .peak_flops_per_s = d.at("peak_flops_per_s").as_amount(),
@@ -385,17 +387,20 @@ Cluster cluster_from_json(const nlohmann::json& doc, const std::string& origin) 
                .launch_overhead_s = d.get_amount("launch_overhead_s", 0),
                .gap_after_op_s = d.get_amount("gap_after_op_s", 0),
                .efficiency = d.get_amount("efficiency", 1),
-               .copy_engine = !d.has("copy_engine") || d.at("copy_engine").as_bool()};
+               .copy_engine = !d.has("copy_engine") || d.at("copy_engine").as_bool(),
+               .memory_domain = d.get_string("memory_domain", "")};
     if (dev.peak_flops_per_s <= 0) d.at("peak_flops_per_s").fail("must be > 0");
     if (dev.memory_bandwidth_bytes_per_s <= 0) d.at("memory_bandwidth_bytes_per_s").fail("must be > 0");
     if (!(dev.efficiency > 0 && dev.efficiency <= 1)) d.at("efficiency").fail("must be in (0, 1]");
-    if (d.has("efficiency_curves")) {
-      io::JsonNode curves = d.at("efficiency_curves");
+    for (auto [key, out] : {std::pair{"efficiency_curves", &dev.efficiency_curves},
+                            std::pair{"contended_efficiency_curves", &dev.contended_efficiency_curves}}) {
+      if (!d.has(key)) continue;
+      io::JsonNode curves = d.at(key);
       curves.expect_object();
       for (const auto& [name, value] : curves.value().items()) {
         io::JsonNode c = curves.at(name);
         if (!graphs::parse_op_class(name)) c.fail("names no op class; use gemm, conv, elementwise, reduction or movement");
-        dev.efficiency_curves.emplace(name, curve_from_json(c));
+        out->emplace(name, curve_from_json(c));
       }
     }
     spec.devices.push_back(std::move(dev));
@@ -466,10 +471,14 @@ nlohmann::json cluster_to_json(const Cluster& cluster) {
                        {"gap_after_op_s", d.gap_after_op_s},
                        {"efficiency", d.efficiency}});
     if (!d.copy_engine) devices.back()["copy_engine"] = false;
-    if (d.efficiency_curves.empty()) continue;
-    nlohmann::json curves = nlohmann::json::object();
-    for (const auto& [name, c] : d.efficiency_curves) curves[name] = curve_to_json(c);
-    devices.back()["efficiency_curves"] = curves;
+    if (!d.memory_domain.empty()) devices.back()["memory_domain"] = d.memory_domain;
+    for (auto [key, map] : {std::pair{"efficiency_curves", &d.efficiency_curves},
+                            std::pair{"contended_efficiency_curves", &d.contended_efficiency_curves}}) {
+      if (map->empty()) continue;
+      nlohmann::json curves = nlohmann::json::object();
+      for (const auto& [name, c] : *map) curves[name] = curve_to_json(c);
+      devices.back()[key] = curves;
+    }
   }
   for (const Link& l : s.links) {
     nlohmann::json j = {{"name", l.name},

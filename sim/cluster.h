@@ -45,6 +45,14 @@ struct Device {
    * meanwhile (a CPU core's memcpy; the CPU replay backend's producer copies).
    */
   bool copy_engine = true;
+  /**
+   * Devices that name the same memory domain share their caches and memory bus (cores of one host): while
+   * another device of its domain is busy, an op starting on this one runs at its contended efficiency.
+   * Empty: a memory of its own.
+   */
+  std::string memory_domain;
+  /** Efficiency by op class while another device of its memory domain is busy; classes left out: efficiency_curves. */
+  std::map<std::string, EfficiencyCurve> contended_efficiency_curves;
 };
 
 /** Full duplex: each direction is an independent channel; half: both directions share one. */

@@ -221,6 +221,7 @@ struct SimDense {
   // per device
   std::vector<int32_t> heap_off, heap_size, running, stamp, dest, dest_count, dest_xfer, tree;
   std::vector<double> free_s, next_s, dest_bytes, dest_comm_s, arrival_s;
+  std::vector<double> run_s;  // with memory contention: how long the running op takes
   std::vector<int64_t> mem_s, peak_s;  // memory in whole bytes, so sums are exact in any order
   std::vector<int32_t> next_kind;
   std::vector<int32_t> ranked_size;
@@ -467,6 +468,7 @@ Simulator::Simulator(const graphs::Graph& graph, const Cluster& cluster, std::sh
                               cluster.device(d).name, cluster.name()));
   }
   use_clock_unit(cluster.clock_unit_s());
+  build_contention(graph, cluster, measured_of_device);
   order_by_rank();
 
   if (options_.priority == Priority::fifo) {
@@ -511,6 +513,38 @@ void Simulator::use_clock_unit(double unit_s) {
   refresh_clock_time();
 }
 
+void Simulator::build_contention(const graphs::Graph& graph, const Cluster& cluster,
+                                 const std::vector<int32_t>& measured_of_device) {
+  const size_t n = n_, D = devices_;
+  peers_.assign(D, {});
+  bool any = false;
+  for (size_t d = 0; d < D; ++d) {
+    const Device& dev = cluster.device(d);
+    if (dev.memory_domain.empty() || dev.contended_efficiency_curves.empty()) continue;
+    for (size_t e = 0; e < D; ++e)
+      if (e != d && cluster.device(e).memory_domain == dev.memory_domain) peers_[d].push_back(static_cast<int32_t>(e));
+    any = any || !peers_[d].empty();
+  }
+  if (!any) return;
+  // The contended time is the cost model's on the device with its contended curves in place of its own;
+  // a measured time (the graph's, per device kind) stays as measured.
+  contended_time_ = clock_time_.empty() ? time_ : clock_time_;
+  for (size_t d = 0; d < D; ++d) {
+    if (peers_[d].empty()) continue;
+    Device contended = cluster.device(d);
+    for (const auto& [name, curve] : cluster.device(d).contended_efficiency_curves) contended.efficiency_curves[name] = curve;
+    for (size_t op = 0; op < n; ++op) {
+      if (measured_of_device[d] >= 0 && !std::isnan(graph.measured_s(op, measured_of_device[d]))) continue;
+      const double t = cost_model_->op_time_s(graph, static_cast<graphs::OpId>(op), contended);
+      if (!(t >= 0 && t <= kMaxSeconds))
+        throw Error(fmt::format("simulator: cost model \"{}\" gives {:.6g} s for op \"{}\" on \"{}\" at its contended "
+                                "efficiency; check the device's contended_efficiency_curves",
+                                cost_model_->name(), t, graph.op_name(op), cluster.device(d).name));
+      contended_time_[op * D + d] = clock_unit_s_ == 1 ? t : in_clock_unit(t / clock_unit_s_);
+    }
+  }
+}
+
 double Simulator::pair_bandwidth_at(size_t pair, double bytes) const {
   if (!pair_curved_[pair]) return pair_bandwidth_[pair];
   const auto D = static_cast<size_t>(devices_);
@@ -542,6 +576,10 @@ void Simulator::take_batches_of(const Simulator& base) {
   for (int32_t op = 0; op < n_; ++op)
     std::copy_n(base.time_.begin() + static_cast<ptrdiff_t>((op % n) * D), D, time_.begin() + static_cast<ptrdiff_t>(op * D));
   refresh_clock_time();
+  if (!contended_time_.empty())
+    for (int32_t op = 0; op < n_; ++op)
+      std::copy_n(base.contended_time_.begin() + static_cast<ptrdiff_t>((op % n) * D), D,
+                  contended_time_.begin() + static_cast<ptrdiff_t>(op * D));
   // Dense positions of base's ops by decreasing upward rank (equal ranks share one).
   std::vector<int32_t> order(n), pos(n);
   std::iota(order.begin(), order.end(), 0);
@@ -586,7 +624,8 @@ SimScratchPtr Simulator::make_scratch() const {
   for (auto* v : {&s->heap_off, &s->heap_size, &s->running, &s->stamp, &s->dest, &s->dest_count, &s->dest_xfer,
                   &s->next_kind})
     v->resize(D);
-  for (auto* v : {&s->free_s, &s->next_s, &s->dest_bytes, &s->dest_comm_s, &s->arrival_s, &s->busy}) v->resize(D);
+  for (auto* v : {&s->free_s, &s->next_s, &s->dest_bytes, &s->dest_comm_s, &s->arrival_s, &s->busy, &s->run_s})
+    v->resize(D);
   s->mem_s.resize(D);
   s->peak_s.resize(D);
   s->end_event.resize(n);
@@ -791,7 +830,8 @@ void Simulator::run(std::span<const int32_t> dev, SimScratch& s, SimResult& out,
   // event loop with the other modes' branches compiled out.
   const bool general = observer != nullptr || options_.priority != Priority::ready_time || options_.share_bandwidth ||
                        (options_.use_edge_comm && graph_->has_edge_comm()) ||
-                       cluster_->transfer_mode() == TransferMode::broadcast || any_sender_copies_ || any_link_curves_;
+                       cluster_->transfer_mode() == TransferMode::broadcast || any_sender_copies_ || any_link_curves_ ||
+                       !contended_time_.empty();
   if (general) run_mode<true>(dev, s, out, observer, checkpoints, fresh);
   else run_mode<false>(dev, s, out, nullptr, checkpoints, fresh);
 }
@@ -819,6 +859,14 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
   const bool sharing = kGeneral && options_.share_bandwidth;
   const bool sender_copies = kGeneral && any_sender_copies_;  // some device copies its own outputs
   const bool link_curves = kGeneral && any_link_curves_;      // some route's bandwidth depends on the size
+  const bool contention = kGeneral && !contended_time_.empty();  // devices share a memory domain
+  // Whether another device of d's memory domain is busy at t: running an op past t, copying, or starting
+  // one at t (ops that start together slow each other, whichever is handled first).
+  auto peer_busy = [&](int32_t d, double t) {
+    return std::any_of(peers_[d].begin(), peers_[d].end(), [&](int32_t e) {
+      return (s.running[e] >= 0 && s.next_s[e] > t) || s.free_s[e] > t || (s.next_kind[e] == kWake && s.next_s[e] == t);
+    });
+  };
   // Bytes per clock unit from one device to another for a copy of `bytes`.
   auto bandwidth = [&](size_t pair, double bytes) { return link_curves ? pair_bandwidth_at(pair, bytes) : pair_bandwidth_[pair]; };
   const ByRelease by_release{s.fifo_key.data()};
@@ -1025,7 +1073,9 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
                     heap_pop(heap + s.heap_off[d], s.heap_size[d], ByReadyTime()), by_rank_class);
         op = heap_pop(ranked + s.heap_off[d], s.ranked_size[d], by_rank_class).op;
       }
-      const double dur = op_time[static_cast<size_t>(op) * D + d];
+      const size_t at = static_cast<size_t>(op) * D + d;
+      const double dur = contention && peer_busy(d, t) ? contended_time_[at] : op_time[at];
+      if (contention) s.run_s[d] = dur;
       s.running[d] = op;
       s.next_s[d] = t + dur;
       s.next_kind[d] = kEnd;
@@ -1056,7 +1106,7 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
     ++s.done;
     s.makespan = t;
     s.end_event[p] = static_cast<int32_t>(s.events);
-    const double dur_p = op_time[static_cast<size_t>(p) * D + d];
+    const double dur_p = contention ? s.run_s[d] : op_time[static_cast<size_t>(p) * D + d];
     const double cp_end = sp.cp_start_s + dur_p;
     s.critical = std::max(s.critical, cp_end);
     s.running[d] = -2;  // ending: make_ready must not schedule d before its gap is known

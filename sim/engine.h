@@ -192,6 +192,13 @@ class Simulator {
   bool any_sender_copies_ = false;
   std::vector<uint8_t> pair_curved_;  // per device pair: a link of its route has an efficiency curve
   bool any_link_curves_ = false;
+  // Memory contention (Device::memory_domain): per device, the others of its domain; op x device times at the
+  // contended efficiency, in clock units (empty when no device has a peer and contended curves).
+  std::vector<std::vector<int32_t>> peers_;
+  std::vector<double> contended_time_;
+  /** peers_ and contended_time_ from the cluster's memory domains; after use_clock_unit. */
+  void build_contention(const graphs::Graph& graph, const Cluster& cluster,
+                        const std::vector<int32_t>& measured_of_device);
   /** Bytes per clock unit on pair `pair`'s route for a copy of `bytes` (its links' efficiency curves there). */
   double pair_bandwidth_at(size_t pair, double bytes) const;
   std::vector<int32_t> device_kind_, op_pin_;  // kind indices; op_pin_ -1 = any, -2 = kind absent from cluster

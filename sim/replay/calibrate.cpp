@@ -319,6 +319,10 @@ Calibration calibrate(std::string_view backend, const CalibrationOptions& asked)
   };
   cal.roofline = measure_roofline(options.devices, kind, "");
   cal.curves = fit_curves(cal.points, cal.roofline, "");
+  if (backend == "cpu" && options.devices >= 2) {
+    measure_roofline(1, kind, "alone");  // its own fit is not used: the curves are against the shared roofline
+    cal.alone = fit_curves(cal.points, cal.roofline, "alone");
+  }
   if (options.devices >= 2) cal.link = measure_link(kind, kind, cal.roofline.launch_s, "");
   if (options.host) {
     HostCalibration host{.memory_bytes = physical_memory};
@@ -353,8 +357,11 @@ Cluster calibrated_cluster(const Calibration& cal) {
                             .launch_overhead_s = cal.roofline.launch_s,
                             .gap_after_op_s = 0,
                             .efficiency = 1,
-                            .efficiency_curves = cal.curves.curves,
-                            .copy_engine = cal.copy_engine});
+                            .efficiency_curves = cal.alone ? cal.alone->curves : cal.curves.curves,
+                            .copy_engine = cal.copy_engine,
+                            .memory_domain = cal.alone ? "host" : "",
+                            .contended_efficiency_curves = cal.alone ? cal.curves.curves
+                                                                     : std::map<std::string, EfficiencyCurve>{}});
   for (int32_t a = 0; a < cal.devices; ++a)
     for (int32_t b = a + 1; b < cal.devices; ++b)
       spec.links.push_back({.name = fmt::format("{}{}-{}{}", kind, a, kind, b),
@@ -400,6 +407,7 @@ nlohmann::json calibration_to_json(const Calibration& cal) {
                                       {"mape", cal.roofline.mape}}},
                         {"curves", {{"leave_one_out_mape", cal.curves.mape}}},
                         {"cluster", cluster_to_json(calibrated_cluster(cal))}};
+  if (cal.alone) doc["alone_curves"] = {{"leave_one_out_mape", cal.alone->mape}};
   auto link_json = [](const LinkFit& l) {
     return nlohmann::json{{"bandwidth_bytes_per_s", l.bandwidth_bytes_per_s}, {"latency_s", l.latency_s}, {"mape", l.mape},
                           {"curve_leave_one_out_mape", l.curve_mape}};
@@ -437,6 +445,8 @@ Calibration refit_calibration(const nlohmann::json& doc, const std::string& orig
   }
   cal.roofline = fit_roofline(cal.points);
   cal.curves = fit_curves(cal.points, cal.roofline);
+  if (std::any_of(cal.points.begin(), cal.points.end(), [](const CalibrationPoint& p) { return p.device == "alone"; }))
+    cal.alone = fit_curves(cal.points, cal.roofline, "alone");
   if (cal.devices >= 2) cal.link = fit_link(cal.points);
   if (root.has("host")) {
     HostCalibration host{.memory_bytes = root.at("host").at("memory_bytes").as_amount()};

@@ -96,6 +96,12 @@ struct Calibration {
   LinkFit link;  // zeros with one device
   /** Whether the devices' copies overlap their ops: false on the CPU backend unless copy threads copy. */
   bool copy_engine = true;
+  /**
+   * CPU backend with 2+ devices (cores of one host, one memory domain): the curves of one device measured
+   * alone (points of device "alone"). They become the devices' efficiency_curves, and `curves`, measured
+   * with every device running, their contended_efficiency_curves.
+   */
+  std::optional<CurveFit> alone;
   std::optional<HostCalibration> host;
 };
 

@@ -655,15 +655,19 @@ def relative_lsq(columns, t, nonneg_last):
 def test_calibration_document(calibration):
     """replay.md: `--json` (or `--measurements F`) gives 'the raw points (with achieved FLOP/s and
     bytes/s per size) and the fits' mean relative error, as placelab.calibration v1'; quick sizes are
-    1 - 100 kFLOP and 4 - 400 kB, 3 per curve; the curves are launch, compute, memory and copy."""
+    1 - 100 kFLOP and 4 - 400 kB, 3 per curve; the curves are launch, compute, memory and copy, and on the
+    CPU backend with 2+ devices launch, compute and memory again with one device alone (device "alone")."""
     doc, cluster, meas, _ = calibration
     assert meas == doc
     assert (doc["format"], doc["version"], doc["backend"], doc["devices"]) == ("placelab.calibration", 1, "cpu", 3)
-    by = defaultdict(list)
+    assert doc["copy_engine"] is False and doc["device_memory_bytes"] == cluster["devices"][0]["memory_bytes"]
+    by, alone = defaultdict(list), defaultdict(list)
     for p in doc["points"]:
-        by[p["what"]].append(p)
+        (alone if p.get("device") == "alone" else by)[p["what"]].append(p)
         assert p["time_s"] > 0
     assert set(by) == {"launch", "compute", "memory", "copy"}
+    assert {k: sorted(p["size"] for p in v) for k, v in alone.items()} == {
+        "launch": [0], "compute": [1e3, 1e4, 1e5], "memory": [4e3, 4e4, 4e5]}
     assert sorted(p["size"] for p in by["compute"]) == [1e3, 1e4, 1e5]
     assert sorted(p["size"] for p in by["memory"]) == [4e3, 4e4, 4e5]
     assert sorted(p["size"] for p in by["copy"]) == [4e3, 4e4, 4e5]
@@ -681,6 +685,8 @@ def test_roofline_fit_is_least_squares_in_relative_error(calibration):
     doc = calibration[0]
     cols, t = [], []
     for p in doc["points"]:
+        if "device" in p:
+            continue  # measured alone: the curves', not the roofline's
         s = p["size"]
         row = {"launch": [0, 0, 1], "compute": [s, 0, 1], "memory": [0, s, 1]}.get(p["what"])
         if row:
@@ -700,23 +706,29 @@ def test_roofline_fit_is_least_squares_in_relative_error(calibration):
 def test_efficiency_curves_and_their_leave_one_out_error(calibration):
     """replay.md: each compute point gives the "gemm" curve F / (P (t - L)) and each memory point the
     "elementwise" one B / (W (t - L)), bounded to [1e-3, 1e3], written on every device of the calibrated
-    cluster; the error reported is leave-one-out: each inner point predicted from its curve without it."""
+    cluster; the error reported is leave-one-out: each inner point predicted from its curve without it.
+    The points of one device alone give the devices' own curves, those of all at once their contended
+    curves, both against the one roofline; the devices share the memory domain "host"."""
     doc, cluster, _, _ = calibration
     r = doc["roofline"]
-    errors = []
-    for what, op_class, rate in (("compute", "gemm", r["flops_per_s"]), ("memory", "elementwise", r["bandwidth_bytes_per_s"])):
-        pts = sorted((p["size"], p["time_s"]) for p in doc["points"] if p["what"] == what)
-        size = np.array([s for s, _ in pts])
-        eff = np.clip(size / (rate * np.maximum(np.array([t for _, t in pts]) - r["launch_s"], 1e-12)), 1e-3, 1e3)
-        for device in cluster["devices"]:
-            curve = device["efficiency_curves"][op_class]
-            assert curve["size"] == pytest.approx(list(size), rel=1e-12)
-            assert curve["efficiency"] == pytest.approx(list(eff), rel=1e-9)
-        for i in range(1, len(pts) - 1):
-            keep = [k for k in range(len(pts)) if k != i]
-            e = np.interp(np.log(size[i]), np.log(size[keep]), eff[keep])
-            errors.append(abs((size[i] / (rate * e) + r["launch_s"]) / pts[i][1] - 1))
-    assert doc["curves"]["leave_one_out_mape"] == pytest.approx(np.mean(errors), rel=1e-6)
+    for device_tag, key, mape in ((None, "contended_efficiency_curves", doc["curves"]["leave_one_out_mape"]),
+                                  ("alone", "efficiency_curves", doc["alone_curves"]["leave_one_out_mape"])):
+        errors = []
+        for what, op_class, rate in (("compute", "gemm", r["flops_per_s"]),
+                                     ("memory", "elementwise", r["bandwidth_bytes_per_s"])):
+            pts = sorted((p["size"], p["time_s"]) for p in doc["points"] if p["what"] == what and p.get("device") == device_tag)
+            size = np.array([s for s, _ in pts])
+            eff = np.clip(size / (rate * np.maximum(np.array([t for _, t in pts]) - r["launch_s"], 1e-12)), 1e-3, 1e3)
+            for device in cluster["devices"]:
+                assert device["memory_domain"] == "host"
+                curve = device[key][op_class]
+                assert curve["size"] == pytest.approx(list(size), rel=1e-12)
+                assert curve["efficiency"] == pytest.approx(list(eff), rel=1e-9)
+            for i in range(1, len(pts) - 1):
+                keep = [k for k in range(len(pts)) if k != i]
+                e = np.interp(np.log(size[i]), np.log(size[keep]), eff[keep])
+                errors.append(abs((size[i] / (rate * e) + r["launch_s"]) / pts[i][1] - 1))
+        assert mape == pytest.approx(np.mean(errors), rel=1e-6)
 
 
 @needs_cli
@@ -771,27 +783,30 @@ def test_profile_is_a_cluster_file(calibration):
 def test_profile_drives_the_simulator(tmp_path, calibration):
     """replay.md: 'So every verb uses a calibration with no new option: placelab
     simulate|place|compare|replay --cluster PROFILE'; the model is t = max(F / (P e_gemm(F)), B / (W
-    e_elementwise(B))) + L per op, the efficiencies read off the curves in log(size), and latency + B /
-    (bandwidth e_copy(B)) per copy, so the replay's prediction on the profile follows it."""
+    e_elementwise(B))) + L per op, the efficiencies read off the curves in log(size) (the contended ones
+    when another device of the host is busy as the op starts: running an op, copying, or starting one), and
+    latency + B / (bandwidth e_copy(B)) per copy, so the replay's prediction on the profile follows it."""
     doc, _, _, path = calibration
     r, link = doc["roofline"], doc["link"]
     profile = json.loads(path.read_text())
-    curves = profile["devices"][0]["efficiency_curves"]
     copies = profile["links"][0]["efficiency_curve"]
 
-    def efficiency(op_class, size, c=None):
-        c = c or curves[op_class]
+    def efficiency(size, c):
         return np.interp(np.log(size), np.log(c["size"]), c["efficiency"]) if size > 0 else 1.0
 
     plan, res = export(tmp_path, FORK, FORK_PLACEMENT, path)
     assert plan["cluster"] == json.loads(path.read_text())["name"]
+    busy = [(pop["device"], pop["start_s"], pop["end_s"]) for pop in plan["ops"]] + \
+           [(t["src"], t["start_s"], t["end_s"]) for t in plan["transfers"]]  # a device copies its own outputs
     for gop, pop in zip(FORK["ops"], plan["ops"]):
+        contended = any(d != pop["device"] and (s <= pop["start_s"] < e or s == pop["start_s"]) for d, s, e in busy)
+        curves = profile["devices"][pop["device"]]["contended_efficiency_curves" if contended else "efficiency_curves"]
         flops, nbytes = gop.get("flops", 0), op_bytes(gop)
-        want = max(flops / (r["flops_per_s"] * efficiency("gemm", flops)),
-                   nbytes / (r["bandwidth_bytes_per_s"] * efficiency("elementwise", nbytes))) + r["launch_s"]
+        want = max(flops / (r["flops_per_s"] * efficiency(flops, curves["gemm"])),
+                   nbytes / (r["bandwidth_bytes_per_s"] * efficiency(nbytes, curves["elementwise"]))) + r["launch_s"]
         assert pop["end_s"] - pop["start_s"] == pytest.approx(want, rel=1e-9), gop["name"]
     for t in plan["transfers"]:
-        want = link["latency_s"] + t["bytes"] / (link["bandwidth_bytes_per_s"] * efficiency("copy", t["bytes"], copies))
+        want = link["latency_s"] + t["bytes"] / (link["bandwidth_bytes_per_s"] * efficiency(t["bytes"], copies))
         assert t["end_s"] - t["start_s"] == pytest.approx(want, rel=1e-9)
     sim = simulator_for(FORK, path)
     assert res["predicted_step_s"] == sim.simulate(np.array(FORK_PLACEMENT, dtype=np.int32))["step_time_s"]

@@ -224,11 +224,16 @@ TEST_CASE("sim::Cluster: efficiency curves round-trip, and bad ones name the dev
 
 TEST_CASE("sim::Cluster: copy engines and links' efficiency curves round-trip, bad ones name the place", "[sim]") {
   const std::string text = replace_once(
-      replace_once(kCluster, "\"efficiency\": 0.5}", "\"efficiency\": 0.5, \"copy_engine\": false}"),
+      replace_once(kCluster, "\"efficiency\": 0.5}",
+                   "\"efficiency\": 0.5, \"copy_engine\": false, \"memory_domain\": \"host\", "
+                   "\"contended_efficiency_curves\": {\"elementwise\": {\"size\": [1e4], \"efficiency\": [0.5]}}}"),
       "\"latency_s\": 1e-6},", "\"latency_s\": 1e-6, \"efficiency_curve\": {\"size\": [1e3, 1e7], \"efficiency\": [1.5, 0.5]}},");
   Cluster c = cluster_from_json(io::parse_json(text, "c.json"), "c.json");
   CHECK(c.device(0).copy_engine);
   CHECK_FALSE(c.device(2).copy_engine);
+  CHECK(c.device(2).memory_domain == "host");
+  CHECK(c.device(2).contended_efficiency_curves.at("elementwise").at(1) == 0.5);
+  CHECK(c.device(0).memory_domain.empty());
   CHECK(c.link(0).efficiency_curve.at(1e5) == Approx(1.0));
   CHECK(c.transfer_time_s(0, 1, 1e5) == Approx(1e-6 + 1e5 / 5e10));
   CHECK(c.transfer_time_s(0, 1, 1e7) == Approx(1e-6 + 1e7 / 2.5e10));
@@ -243,4 +248,6 @@ TEST_CASE("sim::Cluster: copy engines and links' efficiency curves round-trip, b
              Catch::Contains("c.json: links[0].efficiency_curve: 2 sizes and 1 efficiencies"));
   CHECK_THAT(error_of(replace_once(text, "\"copy_engine\": false", "\"copy_engine\": \"no\"")),
              Catch::Contains("c.json: devices[2].copy_engine"));
+  CHECK_THAT(error_of(replace_once(text, "{\"elementwise\": {\"size\": [1e4]", "{\"matmul\": {\"size\": [1e4]")),
+             Catch::Contains("c.json: devices[2].contended_efficiency_curves.matmul: names no op class"));
 }

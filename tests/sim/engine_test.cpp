@@ -7,6 +7,7 @@
 #include "sim/engine.h"
 #include "sim/placement.h"
 #include "sim/presets.h"
+#include "recorder.h"
 #include "test_util.h"
 
 using namespace placelab;
@@ -14,24 +15,6 @@ using namespace placelab::sim;
 using namespace placelab::sim::testing;
 
 namespace {
-
-struct Span {
-  int32_t device;
-  double start, end;
-};
-
-struct Recorder final : SimObserver {
-  std::map<std::string, Span> ops;
-  std::vector<std::tuple<std::string, int32_t, int32_t, double, double, double>> transfers;
-  const graphs::Graph* g;
-  explicit Recorder(const graphs::Graph& graph) : g(&graph) {}
-  void on_op(graphs::OpId op, int32_t device, double start_s, double end_s) override {
-    ops[g->op_name(op)] = Span{device, start_s, end_s};
-  }
-  void on_transfer(graphs::OpId op, int32_t src, int32_t dst, double start_s, double end_s, double bytes) override {
-    transfers.emplace_back(g->op_name(op), src, dst, start_s, end_s, bytes);
-  }
-};
 
 Cluster pair_cluster(double bandwidth, double latency, double memory = 1e12) {
   return Cluster(ClusterSpec{.name = "pair",
@@ -693,64 +676,5 @@ TEST_CASE("sim::Simulator: many devices (event tree) and few (event scan) give t
       }
       CHECK(rb.device_busy_s[20] == 0);
     }
-  }
-}
-
-TEST_CASE("sim::Simulator: a device without a copy engine sends its copies itself, one after another", "[sim][golden]") {
-  graphs::Graph g = fork_graph();  // a (1 s) feeds b (2 s) and c (3 s) with 100 bytes each
-  Device d0 = unit_device("d0");
-  d0.copy_engine = false;
-  SECTION("the producer's device is busy while it copies") {
-    Cluster c(ClusterSpec{.name = "pair", .devices = {d0, unit_device("d1")}, .links = {link("l01", "d0", "d1", 100, 0.5)}});
-    Simulator sim(g, c);
-    Recorder rec(g);
-    SimResult r = sim.simulate(std::vector<int32_t>{0, 0, 1}, &rec);
-    // a 0-1; the copy 1-2.5 holds d0, so b runs 2.5-4.5 (1-3 with a copy engine); c 2.5-5.5 on d1.
-    CHECK(rec.ops["b"].start == 2.5);
-    CHECK(rec.ops["c"].start == 2.5);
-    CHECK(r.step_time_s == 5.5);
-    CHECK(r.device_busy_s[0] == 3);  // ops only
-  }
-  SECTION("copies to two devices go one after the other") {
-    auto three = [](const Device& first) {
-      return Cluster(ClusterSpec{.name = "three",
-                                 .devices = {first, unit_device("d1"), unit_device("d2")},
-                                 .links = {link("l01", "d0", "d1", 100, 0.5), link("l02", "d0", "d2", 100, 0.5),
-                                           link("l12", "d1", "d2", 100, 0.5)}});
-    };
-    Cluster c = three(d0);
-    Recorder rec(g);
-    SimResult r = Simulator(g, c).simulate(std::vector<int32_t>{0, 1, 2}, &rec);
-    // To d1 1-2.5, then to d2 2.5-4 (both 1-2.5 with a copy engine): b 2.5-4.5, c 4-7.
-    REQUIRE(rec.transfers.size() == 2);
-    CHECK(std::get<3>(rec.transfers[1]) == 2.5);
-    CHECK(rec.ops["c"].start == 4);
-    CHECK(r.step_time_s == 7);
-    Cluster overlapped = three(unit_device("d0"));
-    CHECK(Simulator(g, overlapped).simulate(std::vector<int32_t>{0, 1, 2}).step_time_s == 5.5);
-  }
-  SECTION("bandwidth sharing does not model it: a clear error") {
-    Cluster c(ClusterSpec{.name = "pair", .devices = {d0, unit_device("d1")}, .links = {link("l01", "d0", "d1", 100, 0.5)}});
-    CHECK_THROWS_WITH(Simulator(g, c, default_cost_model(), SimOptions{.share_bandwidth = true}),
-                      Catch::Contains("\"d0\"") && Catch::Contains("no copy engine"));
-  }
-}
-
-TEST_CASE("sim::Simulator: a link's efficiency curve sets a copy's bandwidth by its size", "[sim][golden]") {
-  graphs::Graph g = fork_graph();
-  Link l = link("l01", "d0", "d1", 100, 0.5);
-  // Efficiency 1 at 10 bytes, 0.5 at 1000: 0.75 at 100 (linear in log size), so 100 bytes take 0.5 + 100 / 75 s.
-  l.efficiency_curve = EfficiencyCurve{.size = {10, 1000}, .efficiency = {1, 0.5}};
-  Cluster c(ClusterSpec{.name = "pair", .devices = {unit_device("d0"), unit_device("d1")}, .links = {l}});
-  const double copy_s = 0.5 + 100.0 / 75;
-  CHECK(c.transfer_time_s(0, 1, 100) == Approx(copy_s));
-  CHECK(c.transfer_time_s(0, 1, 1e6) == Approx(0.5 + 1e6 / 50));  // held at the last point's beyond it
-  for (bool sharing : {false, true}) {
-    Recorder rec(g);
-    SimResult r = Simulator(g, c, default_cost_model(), SimOptions{.share_bandwidth = sharing})
-                      .simulate(std::vector<int32_t>{0, 0, 1}, &rec);
-    CHECK(rec.ops["c"].start == Approx(1 + copy_s));
-    CHECK(r.step_time_s == Approx(1 + copy_s + 3));
-    CHECK(r.critical_path_s == Approx(1 + copy_s + 3));
   }
 }

@@ -307,7 +307,7 @@ TEST_CASE("sim::replay::calibrate: a quick calibration gives a valid cluster", "
   CalibrationOptions options{.devices = 2, .quick = true, .replay = fast_options(), .run_s = 1e-4};
   options.replay.repeats = 1;
   const Calibration cal = calibrate("cpu", options);
-  CHECK(cal.points.size() == 10);  // launch, then 3 compute, 3 memory and 3 copy sizes
+  CHECK(cal.points.size() >= 10);  // launch, then 3 compute, 3 memory and 3 copy sizes
   for (const CalibrationPoint& p : cal.points) CHECK(p.time_s > 0);
   const Cluster cluster = calibrated_cluster(cal);
   REQUIRE(cluster.num_devices() == 2);
@@ -316,6 +316,14 @@ TEST_CASE("sim::replay::calibrate: a quick calibration gives a valid cluster", "
   CHECK(cluster.route(0, 1).size() == 1);
   // The producer copies (no copy threads): no copy engine; the link's bandwidth follows the copies' sizes.
   CHECK_FALSE(cluster.device(0).copy_engine);
+  // The cores share the host's memory: their own curves were measured alone, the contended ones together.
+  REQUIRE(cal.alone);
+  CHECK(cal.points.size() == 17);  // and launch, 3 compute and 3 memory sizes alone
+  CHECK(cluster.device(1).memory_domain == "host");
+  CHECK(cluster.device(1).efficiency_curves.at("elementwise").efficiency ==
+        cal.alone->curves.at("elementwise").efficiency);
+  CHECK(cluster.device(1).contended_efficiency_curves.at("elementwise").efficiency ==
+        cal.curves.curves.at("elementwise").efficiency);
   CHECK(cluster.link(0).efficiency_curve.size.size() == 3);
   Calibration threaded = cal;
   threaded.copy_engine = true;
@@ -323,6 +331,11 @@ TEST_CASE("sim::replay::calibrate: a quick calibration gives a valid cluster", "
   const nlohmann::json doc = calibration_to_json(cal);
   CHECK(doc["format"] == "placelab.calibration");
   CHECK(cluster_to_json(cluster_from_json(doc["cluster"], "<calibration>")) == doc["cluster"]);
+  // Its points fitted again (calibrate --refit) give the same cluster.
+  CHECK(cluster_to_json(calibrated_cluster(refit_calibration(doc, "cal.json"))) == doc["cluster"]);
+  nlohmann::json broken = doc;
+  broken["points"][0].erase("time_s");
+  CHECK_THROWS_WITH(refit_calibration(broken, "cal.json"), Contains("cal.json: points[0]"));
 }
 
 TEST_CASE("sim::replay::calibrate: a CUDA calibration's host is fitted apart and comes first in the cluster", "[replay]") {
