@@ -103,6 +103,8 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_flag("--quick", args->options.quick, "Three sizes per curve and short runs (seconds; a smoke test)");
   cmd->add_flag("--no-pin", args->no_pin, "CPU backend: do not pin device threads to cores");
   cmd->add_flag("--copy-threads", args->options.replay.copy_threads, "CPU backend: a copy thread per device pair");
+  cmd->add_flag("--contention", args->options.contention,
+                "CPU backend, 2+ devices: also measure one device alone, for the memory contention model");
   cmd->add_flag("--json", args->json, "Print the measurements and fits as one JSON object");
   cmd->add_option("--refit", args->refit,
                   "Measure nothing: fit the points of this placelab.calibration file (--measurements) again");

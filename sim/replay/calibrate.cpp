@@ -319,7 +319,7 @@ Calibration calibrate(std::string_view backend, const CalibrationOptions& asked)
   };
   cal.roofline = measure_roofline(options.devices, kind, "");
   cal.curves = fit_curves(cal.points, cal.roofline, "");
-  if (backend == "cpu" && options.devices >= 2) {
+  if (backend == "cpu" && options.devices >= 2 && options.contention) {
     measure_roofline(1, kind, "alone");  // its own fit is not used: the curves are against the shared roofline
     cal.alone = fit_curves(cal.points, cal.roofline, "alone");
   }

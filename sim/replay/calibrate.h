@@ -34,6 +34,13 @@ struct CalibrationOptions {
    * (launch, compute and memory), and its link to GPU 0; the cluster then has it as `cpu0`.
    */
   bool host = false;
+  /**
+   * CPU backend with 2+ devices: also measure the launch, compute and memory sweep with one device alone,
+   * for the memory contention model (Calibration::alone). Off by default: on the 2-core development VM
+   * the two sweeps differ by bursts of noise, not by contention, and the model then costs accuracy
+   * (bench/results/fidelity.md).
+   */
+  bool contention = false;
 };
 
 /** One measurement: what, at what size, and the seconds one op (or one transfer hop) took. */
@@ -97,8 +104,8 @@ struct Calibration {
   /** Whether the devices' copies overlap their ops: false on the CPU backend unless copy threads copy. */
   bool copy_engine = true;
   /**
-   * CPU backend with 2+ devices (cores of one host, one memory domain): the curves of one device measured
-   * alone (points of device "alone"). They become the devices' efficiency_curves, and `curves`, measured
+   * CPU backend with 2+ devices and CalibrationOptions::contention (cores of one host, one memory domain):
+   * the curves of one device measured alone (points of device "alone"). They become the devices' efficiency_curves, and `curves`, measured
    * with every device running, their contended_efficiency_curves.
    */
   std::optional<CurveFit> alone;

@@ -638,7 +638,8 @@ def calibration(tmp_path_factory):
         pytest.skip(f"placelab binary not found at {BIN} (set PLACELAB_BIN)")
     tmp = tmp_path_factory.mktemp("cal")
     out, meas = tmp / "cal.json", tmp / "meas.json"
-    proc = run("calibrate", "--backend", "cpu", "--quick", "--devices", 3, "--out", out, "--measurements", meas, "--json")
+    proc = run("calibrate", "--backend", "cpu", "--quick", "--devices", 3, "--contention", "--out", out,
+               "--measurements", meas, "--json")
     return json.loads(proc.stdout), json.loads(out.read_text()), json.loads(meas.read_text()), out
 
 

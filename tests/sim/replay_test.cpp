@@ -304,7 +304,7 @@ TEST_CASE("sim::replay::calibrate: the fits recover known models", "[replay]") {
 }
 
 TEST_CASE("sim::replay::calibrate: a quick calibration gives a valid cluster", "[replay]") {
-  CalibrationOptions options{.devices = 2, .quick = true, .replay = fast_options(), .run_s = 1e-4};
+  CalibrationOptions options{.devices = 2, .quick = true, .replay = fast_options(), .run_s = 1e-4, .contention = true};
   options.replay.repeats = 1;
   const Calibration cal = calibrate("cpu", options);
   CHECK(cal.points.size() >= 10);  // launch, then 3 compute, 3 memory and 3 copy sizes
@@ -324,6 +324,11 @@ TEST_CASE("sim::replay::calibrate: a quick calibration gives a valid cluster", "
         cal.alone->curves.at("elementwise").efficiency);
   CHECK(cluster.device(1).contended_efficiency_curves.at("elementwise").efficiency ==
         cal.curves.curves.at("elementwise").efficiency);
+  options.contention = false;  // the default: one sweep, with every device running, and no domain
+  const Calibration plain = calibrate("cpu", options);
+  CHECK_FALSE(plain.alone);
+  CHECK(plain.points.size() == 10);
+  CHECK(calibrated_cluster(plain).device(0).memory_domain.empty());
   CHECK(cluster.link(0).efficiency_curve.size.size() == 3);
   Calibration threaded = cal;
   threaded.copy_engine = true;
