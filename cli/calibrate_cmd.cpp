@@ -74,6 +74,9 @@ void report(const CalibrateArgs& a, const sim::replay::Calibration& cal) {
     fmt::print("copy           {:>12}  latency {}, fit error {:.1f}%; by size {:.1f}% at sizes left out{}\n",
                human(cal.link.bandwidth_bytes_per_s, "B/s"), human(cal.link.latency_s, "s"), 100 * cal.link.mape,
                100 * cal.link.curve_mape, cal.copy_engine ? "" : " (the producer copies: no overlap with its ops)");
+  if (!cal.link.loaded_curve.size.empty())
+    fmt::print("copy, loaded   {:>11.1f}%  mean error at sizes left out (copies made while the destination streams)\n",
+               100 * cal.link.loaded_curve_mape);
   if (cal.host) {
     const auto& h = *cal.host;
     fmt::print("host compute   {:>12}  (cpu0: GEMM rate as host functions)\n", human(h.roofline.flops_per_s, "FLOP/s"));

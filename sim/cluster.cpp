@@ -88,6 +88,8 @@ void validate_link(const Link& l, size_t i) {
   if (!l.end_a.empty() && l.end_a == l.end_b) throw Error(where + ": both ends are \"" + l.end_a + "\"");
   if (!l.efficiency_curve.size.empty() || !l.efficiency_curve.efficiency.empty())
     validate_curve(l.efficiency_curve, where + ": efficiency curve");
+  if (!l.loaded_efficiency_curve.size.empty() || !l.loaded_efficiency_curve.efficiency.empty())
+    validate_curve(l.loaded_efficiency_curve, where + ": loaded efficiency curve");
 }
 
 }  // namespace
@@ -298,18 +300,22 @@ double Cluster::route_bandwidth_bytes_per_s(int32_t src, int32_t dst) const {
   return b;
 }
 
-double Cluster::route_bandwidth_bytes_per_s(int32_t src, int32_t dst, double bytes) const {
+double Cluster::route_bandwidth_bytes_per_s(int32_t src, int32_t dst, double bytes, bool loaded) const {
   double b = kInf;
   for (int32_t ch : route(src, dst)) {
     const Link& l = spec_.links[channel_link(ch)];
-    b = std::min(b, l.bandwidth_bytes_per_s * (l.efficiency_curve.size.empty() ? 1.0 : l.efficiency_curve.at(bytes)));
+    const EfficiencyCurve& c = loaded && !l.loaded_efficiency_curve.size.empty() ? l.loaded_efficiency_curve : l.efficiency_curve;
+    b = std::min(b, l.bandwidth_bytes_per_s * (c.size.empty() ? 1.0 : c.at(bytes)));
   }
   return b;
 }
 
 bool Cluster::route_has_curve(int32_t src, int32_t dst) const {
   const auto r = route(src, dst);
-  return std::any_of(r.begin(), r.end(), [&](int32_t ch) { return !spec_.links[channel_link(ch)].efficiency_curve.size.empty(); });
+  return std::any_of(r.begin(), r.end(), [&](int32_t ch) {
+    const Link& l = spec_.links[channel_link(ch)];
+    return !l.efficiency_curve.size.empty() || !l.loaded_efficiency_curve.size.empty();
+  });
 }
 
 double Cluster::transfer_time_s(int32_t src, int32_t dst, double bytes) const {
@@ -409,7 +415,8 @@ Cluster cluster_from_json(const nlohmann::json& doc, const std::string& origin) 
     io::JsonNode links = root.at("links");
     for (size_t i = 0; i < links.size(); ++i) {
       io::JsonNode l = links.at(i);
-      l.check_fields({"name", "ends", "bandwidth_bytes_per_s", "latency_s", "duplex", "busy_after_s", "efficiency_curve"});
+      l.check_fields({"name", "ends", "bandwidth_bytes_per_s", "latency_s", "duplex", "busy_after_s", "efficiency_curve",
+                      "loaded_efficiency_curve"});
       Link link{.name = l.at("name").as_string(),
                 .bandwidth_bytes_per_s = l.at("bandwidth_bytes_per_s").as_amount(),
                 .latency_s = l.get_amount("latency_s", 0),
@@ -428,6 +435,7 @@ Cluster cluster_from_json(const nlohmann::json& doc, const std::string& origin) 
       if (duplex == "half") link.duplex = Duplex::half;
       else if (duplex != "full") l.at("duplex").fail("is \"" + duplex + "\", expected \"full\" or \"half\"");
       if (l.has("efficiency_curve")) link.efficiency_curve = curve_from_json(l.at("efficiency_curve"));
+      if (l.has("loaded_efficiency_curve")) link.loaded_efficiency_curve = curve_from_json(l.at("loaded_efficiency_curve"));
       spec.links.push_back(std::move(link));
     }
   }
@@ -488,6 +496,7 @@ nlohmann::json cluster_to_json(const Cluster& cluster) {
                         {"busy_after_s", l.busy_after_s}};
     if (!l.end_a.empty()) j["ends"] = {l.end_a, l.end_b};
     if (!l.efficiency_curve.size.empty()) j["efficiency_curve"] = curve_to_json(l.efficiency_curve);
+    if (!l.loaded_efficiency_curve.size.empty()) j["loaded_efficiency_curve"] = curve_to_json(l.loaded_efficiency_curve);
     links.push_back(std::move(j));
   }
   for (const RouteSpec& r : s.routes) routes.push_back({{"src", r.src}, {"dst", r.dst}, {"links", r.links}});

@@ -84,6 +84,11 @@ struct Link {
    * (a memcpy in cache outruns one through memory); empty: the full bandwidth at every size.
    */
   EfficiencyCurve efficiency_curve;
+  /**
+   * The same for a copy made while its destination device runs an op (on one host, the two cores then
+   * share the memory bus and caches; from calibration); empty: efficiency_curve.
+   */
+  EfficiencyCurve loaded_efficiency_curve;
 };
 
 /** A route as written in files: link names from `src` to `dst`. */
@@ -160,8 +165,11 @@ class Cluster {
   double route_latency_s(int32_t src, int32_t dst) const;
   /** Smallest bandwidth on the route (infinity when src == dst). */
   double route_bandwidth_bytes_per_s(int32_t src, int32_t dst) const;
-  /** Smallest bandwidth on the route for a copy of `bytes`: each link's bandwidth times its efficiency curve there. */
-  double route_bandwidth_bytes_per_s(int32_t src, int32_t dst, double bytes) const;
+  /**
+   * Smallest bandwidth on the route for a copy of `bytes`: each link's bandwidth times its efficiency curve
+   * there (its loaded curve, where it has one, for a copy made while `dst` runs an op).
+   */
+  double route_bandwidth_bytes_per_s(int32_t src, int32_t dst, double bytes, bool loaded = false) const;
   /** Whether some link of the route has an efficiency curve (its bandwidth then depends on the size). */
   bool route_has_curve(int32_t src, int32_t dst) const;
   /** Time to move `bytes` from src to dst on an idle network: latency + bytes / bottleneck bandwidth at that size. */

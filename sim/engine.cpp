@@ -545,10 +545,11 @@ void Simulator::build_contention(const graphs::Graph& graph, const Cluster& clus
   }
 }
 
-double Simulator::pair_bandwidth_at(size_t pair, double bytes) const {
+double Simulator::pair_bandwidth_at(size_t pair, double bytes, bool loaded) const {
   if (!pair_curved_[pair]) return pair_bandwidth_[pair];
   const auto D = static_cast<size_t>(devices_);
-  return cluster_->route_bandwidth_bytes_per_s(static_cast<int32_t>(pair / D), static_cast<int32_t>(pair % D), bytes) *
+  return cluster_->route_bandwidth_bytes_per_s(static_cast<int32_t>(pair / D), static_cast<int32_t>(pair % D), bytes,
+                                               loaded) *
          clock_unit_s_;
 }
 
@@ -867,8 +868,13 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
       return (s.running[e] >= 0 && s.next_s[e] > t) || s.free_s[e] > t || (s.next_kind[e] == kWake && s.next_s[e] == t);
     });
   };
-  // Bytes per clock unit from one device to another for a copy of `bytes`.
-  auto bandwidth = [&](size_t pair, double bytes) { return link_curves ? pair_bandwidth_at(pair, bytes) : pair_bandwidth_[pair]; };
+  // Bytes per clock unit from one device to another for a copy of `bytes`, made while the destination runs an
+  // op (loaded) or not.
+  auto bandwidth = [&](size_t pair, double bytes, bool loaded = false) {
+    return link_curves ? pair_bandwidth_at(pair, bytes, loaded) : pair_bandwidth_[pair];
+  };
+  // Whether device e runs an op at time `at` (as far as the run knows at the current event).
+  auto running_at = [&](int32_t e, double at) { return s.running[e] >= 0 && s.next_s[e] > at; };
   const ByRelease by_release{s.fifo_key.data()};
   const ByRank by_rank_class{rank_class_.data()};
 
@@ -1153,10 +1159,11 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
     sp.local_left = local;
     sp.hold_until_s = t;
     if (num_dest > 0) {
-      auto duration = [&](int32_t e, double bytes) {
+      // A copy to e starting at `at`: loaded when e runs an op then.
+      auto duration = [&](int32_t e, double bytes, double at) {
         if (edge_comm && !std::isnan(s.dest_comm_s[e])) return s.dest_comm_s[e];
         const size_t pair = static_cast<size_t>(d) * D + e;
-        return pair_latency_s_[pair] + bytes / bandwidth(pair, bytes);
+        return pair_latency_s_[pair] + bytes / bandwidth(pair, bytes, link_curves && running_at(e, at));
       };
       auto record = [&](int32_t e, double bytes, double start, double end) {
         const int32_t x = s.num_xfers++;
@@ -1194,7 +1201,9 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
         auto timed = [&](int32_t e) { return edge_comm && !std::isnan(s.dest_comm_s[e]); };
         // A copy that reaches a fraction of its route's bandwidth at its size (a link's efficiency curve)
         // streams as that many more bytes at the full one: alone on its route, it takes as long as in FIFO.
-        auto stretch = [&](size_t pair, double bytes) { return link_curves ? pair_bandwidth_[pair] / pair_bandwidth_at(pair, bytes) : 1.0; };
+        auto stretch = [&](size_t pair, double bytes) {
+          return link_curves ? pair_bandwidth_[pair] / pair_bandwidth_at(pair, bytes, running_at(static_cast<int32_t>(pair % D), t)) : 1.0;
+        };
         if (!broadcast) {
           for (int32_t i = 0; i < num_dest; ++i) {
             const int32_t e = s.dest[i];
@@ -1220,13 +1229,13 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
         const bool serial = sender_copies && sender_copies_[d];
         for (int32_t i = 0; i < num_dest; ++i) {
           const int32_t e = s.dest[i];
-          const double bytes = s.dest_bytes[e], dur = duration(e, bytes);
+          const double bytes = s.dest_bytes[e];
           const size_t pair = static_cast<size_t>(d) * D + e;
           const int32_t* ch = route_ch_.data() + route_off_[pair];
           const int32_t count = route_off_[pair + 1] - route_off_[pair];
           double start = serial ? sp.hold_until_s : t;
           for (int32_t c = 0; c < count; ++c) start = std::max(start, s.chan_free_s[ch[c]]);
-          const double end = start + dur;
+          const double dur = duration(e, bytes, start), end = start + dur;
           hold_channels(ch, count, end, dur, bytes);
           record(e, bytes, start, end);
           sp.hold_until_s = std::max(sp.hold_until_s, end);
@@ -1240,7 +1249,7 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
         for (int32_t i = 0; i < num_dest; ++i) bytes = std::max(bytes, s.dest_bytes[s.dest[i]]);
         for (int32_t i = 0; i < num_dest; ++i) {
           const int32_t e = s.dest[i];
-          dur = std::max(dur, duration(e, bytes));
+          dur = std::max(dur, duration(e, bytes, t));
           const size_t pair = static_cast<size_t>(d) * D + e;
           for (int32_t r = route_off_[pair]; r < route_off_[pair + 1]; ++r) {
             const int32_t c = route_ch_[r];

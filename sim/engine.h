@@ -199,8 +199,11 @@ class Simulator {
   /** peers_ and contended_time_ from the cluster's memory domains; after use_clock_unit. */
   void build_contention(const graphs::Graph& graph, const Cluster& cluster,
                         const std::vector<int32_t>& measured_of_device);
-  /** Bytes per clock unit on pair `pair`'s route for a copy of `bytes` (its links' efficiency curves there). */
-  double pair_bandwidth_at(size_t pair, double bytes) const;
+  /**
+   * Bytes per clock unit on pair `pair`'s route for a copy of `bytes` (its links' efficiency curves there;
+   * `loaded`: made while the destination runs an op).
+   */
+  double pair_bandwidth_at(size_t pair, double bytes, bool loaded = false) const;
   std::vector<int32_t> device_kind_, op_pin_;  // kind indices; op_pin_ -1 = any, -2 = kind absent from cluster
   std::vector<std::string> kinds_;
 };

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <tuple>
 
@@ -53,6 +54,29 @@ ReplayPlan ping_pong_plan(int32_t hops, double bytes, const std::string& kind0, 
     plan.ops.push_back(op);
     plan.devices[i % 2].ops.push_back(i);
   }
+  return plan;
+}
+
+/**
+ * Device 0 runs `hops` empty ops, each followed by a copy of `bytes` to device 1, while device 1 streams
+ * `streams` ops of `stream_bytes` each, a chain of its own: copies made beside a busy core, as a graph's are
+ * when both devices work.
+ */
+ReplayPlan loaded_copy_plan(int32_t hops, double bytes, int32_t streams, double stream_bytes, const std::string& kind) {
+  ReplayPlan plan{.graph = "calibration-loaded-copies", .cluster = "calibration"};
+  for (int32_t d = 0; d < 2; ++d) plan.devices.push_back({.name = fmt::format("{}{}", kind, d), .kind = kind, .ops = {}});
+  auto chain = [&](int32_t device, int32_t length, KernelKind kernel, double op_bytes) {
+    for (int32_t i = 0; i < length; ++i) {
+      const auto id = static_cast<int32_t>(plan.ops.size());
+      plan.ops.push_back({.name = fmt::format("d{}/op{}", device, i), .type = std::string(kernel_kind_name(kernel)),
+                          .device = device, .kernel = kernel, .bytes = op_bytes,
+                          .after_ops = i > 0 ? std::vector<int32_t>{id - 1} : std::vector<int32_t>{}});
+      plan.devices[device].ops.push_back(id);
+      if (device == 0) plan.transfers.push_back({.producer = id, .src = 0, .dst = 1, .bytes = bytes});
+    }
+  };
+  chain(0, hops, KernelKind::none, 0);
+  chain(1, streams, KernelKind::memory, stream_bytes);
   return plan;
 }
 
@@ -226,6 +250,11 @@ LinkFit fit_link(std::span<const CalibrationPoint> points, std::string_view devi
   int32_t inner = 0;
   fit.curve = curve_of(points, "copy", device, fit.bandwidth_bytes_per_s, fit.latency_s, error, inner);
   fit.curve_mape = inner > 0 ? error / inner : 0;
+  if (device.empty()) {
+    error = 0, inner = 0;
+    fit.loaded_curve = curve_of(points, "copy", "loaded", fit.bandwidth_bytes_per_s, fit.latency_s, error, inner);
+    fit.loaded_curve_mape = inner > 0 ? error / inner : 0;
+  }
   return fit;
 }
 
@@ -317,6 +346,27 @@ Calibration calibrate(std::string_view backend, const CalibrationOptions& asked)
     });
     return fit_link(cal.points, device);
   };
+  // The same copies made while the destination streams 4 MB ops (points "copy" of "loaded"): a hop is device
+  // 0's span in the median run over the hops, less the launch.
+  auto measure_loaded_link = [&](double launch_s) {
+    constexpr double kStreamBytes = 4e6;
+    const double stream_s = kStreamBytes / cal.roofline.bandwidth_bytes_per_s;
+    std::vector<double> sizes;
+    for (const CalibrationPoint& p : cal.points)
+      if (p.what == "copy" && p.device.empty()) sizes.push_back(p.size);
+    for (double b : sizes) {
+      const double hop_s = std::max(launch_s + b / cal.link.bandwidth_bytes_per_s, 1e-7);
+      const auto hops = static_cast<int32_t>(std::clamp(options.run_s / hop_s, 4.0, 1.0 * max_length));
+      const auto streams = static_cast<int32_t>(std::clamp(2 * hops * hop_s / stream_s + 2, 2.0, 1e4));
+      const ReplayPlan plan = loaded_copy_plan(hops, b, streams, kStreamBytes, kind);
+      const ReplayResult r = run_replay(plan, backend, options.replay);
+      double first = std::numeric_limits<double>::infinity(), last = 0;
+      for (int32_t i = 0; i < hops; ++i) first = std::min(first, r.op_start_s[i]);
+      for (double end : r.transfer_end_s) last = std::max(last, end);
+      cal.points.push_back({.what = "copy", .size = b, .time_s = std::max((last - first) / hops - launch_s, 1e-9),
+                            .device = "loaded"});
+    }
+  };
   cal.roofline = measure_roofline(options.devices, kind, "");
   cal.curves = fit_curves(cal.points, cal.roofline, "");
   if (backend == "cpu" && options.devices >= 2 && options.contention) {
@@ -324,6 +374,10 @@ Calibration calibrate(std::string_view backend, const CalibrationOptions& asked)
     cal.alone = fit_curves(cal.points, cal.roofline, "alone");
   }
   if (options.devices >= 2) cal.link = measure_link(kind, kind, cal.roofline.launch_s, "");
+  if (backend == "cpu" && options.devices >= 2) {
+    measure_loaded_link(cal.roofline.launch_s);
+    cal.link = fit_link(cal.points);
+  }
   if (options.host) {
     HostCalibration host{.memory_bytes = physical_memory};
     host.roofline = measure_roofline(1, "cpu", "host");
@@ -371,7 +425,8 @@ Cluster calibrated_cluster(const Calibration& cal) {
                             .latency_s = cal.link.latency_s,
                             .duplex = Duplex::full,
                             .busy_after_s = 0,
-                            .efficiency_curve = cal.link.curve});
+                            .efficiency_curve = cal.link.curve,
+                            .loaded_efficiency_curve = cal.link.loaded_curve});
   if (cal.host)
     for (int32_t d = 0; d < cal.devices; ++d)
       spec.links.push_back({.name = fmt::format("cpu0-{}", spec.devices[first + d].name),
@@ -409,8 +464,10 @@ nlohmann::json calibration_to_json(const Calibration& cal) {
                         {"cluster", cluster_to_json(calibrated_cluster(cal))}};
   if (cal.alone) doc["alone_curves"] = {{"leave_one_out_mape", cal.alone->mape}};
   auto link_json = [](const LinkFit& l) {
-    return nlohmann::json{{"bandwidth_bytes_per_s", l.bandwidth_bytes_per_s}, {"latency_s", l.latency_s}, {"mape", l.mape},
-                          {"curve_leave_one_out_mape", l.curve_mape}};
+    nlohmann::json j{{"bandwidth_bytes_per_s", l.bandwidth_bytes_per_s}, {"latency_s", l.latency_s}, {"mape", l.mape},
+                     {"curve_leave_one_out_mape", l.curve_mape}};
+    if (!l.loaded_curve.size.empty()) j["loaded_curve_leave_one_out_mape"] = l.loaded_curve_mape;
+    return j;
   };
   if (cal.devices >= 2) doc["link"] = link_json(cal.link);
   if (cal.host)

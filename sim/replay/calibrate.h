@@ -67,6 +67,9 @@ struct LinkFit {
   double mape = 0;  // of the line
   EfficiencyCurve curve;
   double curve_mape = 0;  // leave-one-out, over the curve's inner points
+  /** The curve of copies made while the destination streams (points "copy" of device "loaded"; CPU backend). */
+  EfficiencyCurve loaded_curve;
+  double loaded_curve_mape = 0;
 };
 
 /**
@@ -125,7 +128,11 @@ RooflineFit fit_roofline(std::span<const CalibrationPoint> points, std::string_v
 /** The efficiency curves of the compute and memory points of `device` against `roofline` (CurveFit). */
 CurveFit fit_curves(std::span<const CalibrationPoint> points, const RooflineFit& roofline, std::string_view device = "");
 
-/** Least squares in relative error of t = latency + bytes / bandwidth over the "copy" points of `device`. */
+/**
+ * Least squares in relative error of t = latency + bytes / bandwidth over the "copy" points of `device`,
+ * then the copies' curves against it: of those points, and (for device "") of the "copy" points of
+ * device "loaded".
+ */
 LinkFit fit_link(std::span<const CalibrationPoint> points, std::string_view device = "");
 
 /**

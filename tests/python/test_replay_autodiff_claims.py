@@ -662,13 +662,14 @@ def test_calibration_document(calibration):
     assert meas == doc
     assert (doc["format"], doc["version"], doc["backend"], doc["devices"]) == ("placelab.calibration", 1, "cpu", 3)
     assert doc["copy_engine"] is False and doc["device_memory_bytes"] == cluster["devices"][0]["memory_bytes"]
-    by, alone = defaultdict(list), defaultdict(list)
+    by, tagged = defaultdict(list), defaultdict(list)
     for p in doc["points"]:
-        (alone if p.get("device") == "alone" else by)[p["what"]].append(p)
+        (tagged[p["device"], p["what"]] if "device" in p else by[p["what"]]).append(p)
         assert p["time_s"] > 0
     assert set(by) == {"launch", "compute", "memory", "copy"}
-    assert {k: sorted(p["size"] for p in v) for k, v in alone.items()} == {
-        "launch": [0], "compute": [1e3, 1e4, 1e5], "memory": [4e3, 4e4, 4e5]}
+    assert {k: sorted(p["size"] for p in v) for k, v in tagged.items()} == {
+        ("alone", "launch"): [0], ("alone", "compute"): [1e3, 1e4, 1e5], ("alone", "memory"): [4e3, 4e4, 4e5],
+        ("loaded", "copy"): [4e3, 4e4, 4e5]}
     assert sorted(p["size"] for p in by["compute"]) == [1e3, 1e4, 1e5]
     assert sorted(p["size"] for p in by["memory"]) == [4e3, 4e4, 4e5]
     assert sorted(p["size"] for p in by["copy"]) == [4e3, 4e4, 4e5]
@@ -739,7 +740,7 @@ def test_link_fit_and_its_error(calibration):
     non-positive 1 / bandwidth, is redone with latency 0)', with its mean relative error. The points'
     time_s is read as that hop time minus L."""
     doc = calibration[0]
-    pts = [p for p in doc["points"] if p["what"] == "copy"]
+    pts = [p for p in doc["points"] if p["what"] == "copy" and "device" not in p]
     t = [p["time_s"] for p in pts]
     cols = [[p["size"], 1] for p in pts]
     inv_bw, lat = relative_lsq(cols, t, nonneg_last=True)
@@ -786,11 +787,12 @@ def test_profile_drives_the_simulator(tmp_path, calibration):
     simulate|place|compare|replay --cluster PROFILE'; the model is t = max(F / (P e_gemm(F)), B / (W
     e_elementwise(B))) + L per op, the efficiencies read off the curves in log(size) (the contended ones
     when another device of the host is busy as the op starts: running an op, copying, or starting one), and
-    latency + B / (bandwidth e_copy(B)) per copy, so the replay's prediction on the profile follows it."""
+    latency + B / (bandwidth e_copy(B)) per copy (the loaded curve for a copy into a device running an op),
+    so the replay's prediction on the profile follows it."""
     doc, _, _, path = calibration
     r, link = doc["roofline"], doc["link"]
     profile = json.loads(path.read_text())
-    copies = profile["links"][0]["efficiency_curve"]
+    copies, loaded = profile["links"][0]["efficiency_curve"], profile["links"][0]["loaded_efficiency_curve"]
 
     def efficiency(size, c):
         return np.interp(np.log(size), np.log(c["size"]), c["efficiency"]) if size > 0 else 1.0
@@ -806,8 +808,11 @@ def test_profile_drives_the_simulator(tmp_path, calibration):
         want = max(flops / (r["flops_per_s"] * efficiency(flops, curves["gemm"])),
                    nbytes / (r["bandwidth_bytes_per_s"] * efficiency(nbytes, curves["elementwise"]))) + r["launch_s"]
         assert pop["end_s"] - pop["start_s"] == pytest.approx(want, rel=1e-9), gop["name"]
-    for t in plan["transfers"]:
-        want = link["latency_s"] + t["bytes"] / (link["bandwidth_bytes_per_s"] * efficiency(t["bytes"], copies))
+    ops = [(pop["device"], pop["start_s"], pop["end_s"]) for pop in plan["ops"]]
+    for t in plan["transfers"]:  # into a device running an op: the loaded curve
+        into_busy = any(d == t["dst"] and s < t["start_s"] < e for d, s, e in ops)
+        want = link["latency_s"] + t["bytes"] / (link["bandwidth_bytes_per_s"] *
+                                                 efficiency(t["bytes"], loaded if into_busy else copies))
         assert t["end_s"] - t["start_s"] == pytest.approx(want, rel=1e-9)
     sim = simulator_for(FORK, path)
     assert res["predicted_step_s"] == sim.simulate(np.array(FORK_PLACEMENT, dtype=np.int32))["step_time_s"]

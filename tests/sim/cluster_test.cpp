@@ -227,7 +227,8 @@ TEST_CASE("sim::Cluster: copy engines and links' efficiency curves round-trip, b
       replace_once(kCluster, "\"efficiency\": 0.5}",
                    "\"efficiency\": 0.5, \"copy_engine\": false, \"memory_domain\": \"host\", "
                    "\"contended_efficiency_curves\": {\"elementwise\": {\"size\": [1e4], \"efficiency\": [0.5]}}}"),
-      "\"latency_s\": 1e-6},", "\"latency_s\": 1e-6, \"efficiency_curve\": {\"size\": [1e3, 1e7], \"efficiency\": [1.5, 0.5]}},");
+      "\"latency_s\": 1e-6},", "\"latency_s\": 1e-6, \"efficiency_curve\": {\"size\": [1e3, 1e7], \"efficiency\": [1.5, 0.5]}, "
+      "\"loaded_efficiency_curve\": {\"size\": [1e3], \"efficiency\": [0.25]}},");
   Cluster c = cluster_from_json(io::parse_json(text, "c.json"), "c.json");
   CHECK(c.device(0).copy_engine);
   CHECK_FALSE(c.device(2).copy_engine);
@@ -237,6 +238,7 @@ TEST_CASE("sim::Cluster: copy engines and links' efficiency curves round-trip, b
   CHECK(c.link(0).efficiency_curve.at(1e5) == Approx(1.0));
   CHECK(c.transfer_time_s(0, 1, 1e5) == Approx(1e-6 + 1e5 / 5e10));
   CHECK(c.transfer_time_s(0, 1, 1e7) == Approx(1e-6 + 1e7 / 2.5e10));
+  CHECK(c.route_bandwidth_bytes_per_s(0, 1, 1e7, true) == Approx(1.25e10));  // loaded: 0.25 of 5e10
   CHECK(c.route_has_curve(0, 1));
   CHECK(c.route(1, 0).size() == 2);  // gpu1 -> gpu0 goes over pcie (an explicit route), no curve
   CHECK_FALSE(c.route_has_curve(1, 0));

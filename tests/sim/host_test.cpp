@@ -122,3 +122,25 @@ TEST_CASE("sim::Simulator: devices of one memory domain run at their contended e
     }
   }
 }
+
+TEST_CASE("sim::Simulator: a link's loaded curve sets the bandwidth of a copy into a busy device", "[sim][golden]") {
+  // a (1 s) on d0 sends 100 bytes to c on d1; x (10 s) on d1 runs from 0 unless placed on d0.
+  graphs::GraphBuilder b("loaded");
+  b.add_op(op("a", 1, 100));
+  b.add_op(op("c", 1));
+  b.add_op(op("x", 10));
+  b.add_edge(0, 1, 100);
+  graphs::Graph g = std::move(b).build();
+  Link l = link("l01", "d0", "d1", 100, 0.5);
+  l.loaded_efficiency_curve = EfficiencyCurve{.size = {1}, .efficiency = {0.5}};  // half the bandwidth when loaded
+  Cluster c(ClusterSpec{.name = "pair", .devices = {unit_device("d0"), unit_device("d1")}, .links = {l}});
+  CHECK(c.transfer_time_s(0, 1, 100) == 1.5);  // an idle network: the unloaded curve (none: full bandwidth)
+  // x on d1: the copy at 1 goes into a busy d1, 0.5 + 100 / 50 s. x on d0 (first: its upward rank is higher):
+  // a runs 10-11 and its copy goes into an idle d1, 0.5 + 100 / 100 s.
+  for (auto [x_device, end] : {std::pair{1, 3.5}, std::pair{0, 12.5}}) {
+    Recorder rec(g);
+    Simulator(g, c).simulate(std::vector<int32_t>{0, 1, x_device}, &rec);
+    REQUIRE(rec.transfers.size() == 1);
+    CHECK(std::get<4>(rec.transfers[0]) == end);
+  }
+}

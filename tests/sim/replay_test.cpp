@@ -318,7 +318,7 @@ TEST_CASE("sim::replay::calibrate: a quick calibration gives a valid cluster", "
   CHECK_FALSE(cluster.device(0).copy_engine);
   // The cores share the host's memory: their own curves were measured alone, the contended ones together.
   REQUIRE(cal.alone);
-  CHECK(cal.points.size() == 17);  // and launch, 3 compute and 3 memory sizes alone
+  CHECK(cal.points.size() == 20);  // and launch, 3 compute and 3 memory sizes alone
   CHECK(cluster.device(1).memory_domain == "host");
   CHECK(cluster.device(1).efficiency_curves.at("elementwise").efficiency ==
         cal.alone->curves.at("elementwise").efficiency);
@@ -327,7 +327,8 @@ TEST_CASE("sim::replay::calibrate: a quick calibration gives a valid cluster", "
   options.contention = false;  // the default: one sweep, with every device running, and no domain
   const Calibration plain = calibrate("cpu", options);
   CHECK_FALSE(plain.alone);
-  CHECK(plain.points.size() == 10);
+  CHECK(plain.points.size() == 13);  // launch, 3 compute, 3 memory, 3 copy sizes, and 3 copies beside a busy core
+  CHECK(calibrated_cluster(plain).link(0).loaded_efficiency_curve.size.size() == 3);
   CHECK(calibrated_cluster(plain).device(0).memory_domain.empty());
   CHECK(cluster.link(0).efficiency_curve.size.size() == 3);
   Calibration threaded = cal;
