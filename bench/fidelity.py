@@ -311,28 +311,37 @@ def measure_graph(args, name, graph_file, cluster, plain_cluster, count, rng, tm
     return rows
 
 
+def given_calibration(args, path, tmp):
+    """(cluster file, calibration record) of `path`: a calibrated cluster, used as it is, or a
+    placelab.calibration document (`calibrate --measurements`), whose points this build fits again."""
+    with open(path) as f:
+        doc = json.load(f)
+    if doc.get("format") != "placelab.calibration":
+        return path, {"cluster": doc}
+    measurements = os.path.join(tmp, "refit.json")
+    cluster = os.path.join(args.out_dir, "calibrated-cpu-2.json")
+    run(args.bin, "calibrate", "--refit", path, "--out", cluster, "--measurements", measurements)
+    with open(measurements) as f:
+        return cluster, json.load(f)
+
+
 def rescore(args, doc, tmp):
     """The rows of a fidelity.json predicted again by today's simulator, on its calibration's points fitted
     again by today's `placelab calibrate --refit` (or on --calibration): the same measurements, a new model."""
     from paperlib import placelab  # the package next to the sources
-    cluster = args.calibration
-    if not cluster and "points" not in doc["calibration"]:  # a run on a given cluster: no points to fit again
+    if args.calibration:
+        cluster, calibration = given_calibration(args, args.calibration, tmp)
+    elif "points" not in doc["calibration"]:  # a run on a given cluster: no points to fit again
         print("fidelity: the run was made on a given cluster (--calibration): predicting on it as it was",
               file=sys.stderr)
-        cluster = os.path.join(tmp, "recorded-cluster.json")
+        cluster, calibration = os.path.join(tmp, "recorded-cluster.json"), doc["calibration"]
         with open(cluster, "w") as f:
             json.dump(doc["calibration"]["cluster"], f)
-    if not cluster:
-        measurements = os.path.join(tmp, "calibration.json")
-        with open(measurements, "w") as f:
-            json.dump(doc["calibration"], f)
-        cluster = os.path.join(args.out_dir, "calibrated-cpu-2.json")
-        run(args.bin, "calibrate", "--refit", measurements, "--out", cluster, "--measurements", measurements)
-        with open(measurements) as f:
-            calibration = json.load(f)
     else:
-        with open(cluster) as f:
-            calibration = {"cluster": json.load(f)}
+        recorded = os.path.join(tmp, "recorded-calibration.json")
+        with open(recorded, "w") as f:
+            json.dump(doc["calibration"], f)
+        cluster, calibration = given_calibration(args, recorded, tmp)
     plain_cluster = plain_roofline(cluster, tmp)
     specs = dict(GRAPHS + QUICK_GRAPHS)
     rows_by_graph = {}
@@ -357,7 +366,8 @@ def main():
     ap.add_argument("--repeats", type=int, default=2, help="measured runs per replay")
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--calibration", help="reuse this calibrated cluster instead of calibrating")
+    ap.add_argument("--calibration", help="instead of calibrating: a calibrated cluster, or a calibration document "
+                    "(calibrate --measurements) fitted again by this build")
     ap.add_argument("--graphs", help="comma-separated subset of the graph names")
     ap.add_argument("--quick", action="store_true", help="one tiny graph, 4 placements, quick calibration")
     ap.add_argument("--replot", help="only redraw the scatter plot of this fidelity.json into --out-dir")
@@ -397,9 +407,9 @@ def main():
         args.rounds, args.repeats, args.warmup = 2, 1, 0
     rng = random.Random(args.seed)
     with tempfile.TemporaryDirectory() as tmp:
-        cluster = args.calibration
-        calibration = None
-        if not cluster:
+        if args.calibration:
+            cluster, calibration = given_calibration(args, args.calibration, tmp)
+        else:
             cluster = os.path.join(args.out_dir, "calibrated-cpu-2.json")
             measurements = os.path.join(tmp, "calibration.json")
             print("calibrating the CPU backend ...", file=sys.stderr)
@@ -417,9 +427,6 @@ def main():
             print(f"  {name}: MAPE {100 * m['mape']:.1f}%  p95 {100 * m['p95_error']:.1f}%  Spearman {m['spearman']:.3f}  "
                   f"spread {100 * (m['measured_spread'] - 1):.0f}%  noise {100 * m['noise']:.1f}%  "
                   f"pick within 5%: {m['sim_best_within_5pct']}", file=sys.stderr, flush=True)
-        if calibration is None:
-            with open(cluster) as f:
-                calibration = {"cluster": json.load(f)}
     report(args, here, rows_by_graph, calibration, load_before, started, {"rounds": args.rounds})
 
 
