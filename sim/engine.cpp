@@ -861,11 +861,13 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
   const bool sender_copies = kGeneral && any_sender_copies_;  // some device copies its own outputs
   const bool link_curves = kGeneral && any_link_curves_;      // some route's bandwidth depends on the size
   const bool contention = kGeneral && !contended_time_.empty();  // devices share a memory domain
+  // Whether device e runs an op at time `at` (as far as the run knows at the current event).
+  auto running_at = [&](int32_t e, double at) { return s.running[e] >= 0 && s.next_s[e] > at; };
   // Whether another device of d's memory domain is busy at t: running an op past t, copying, or starting
   // one at t (ops that start together slow each other, whichever is handled first).
   auto peer_busy = [&](int32_t d, double t) {
     return std::any_of(peers_[d].begin(), peers_[d].end(), [&](int32_t e) {
-      return (s.running[e] >= 0 && s.next_s[e] > t) || s.free_s[e] > t || (s.next_kind[e] == kWake && s.next_s[e] == t);
+      return running_at(e, t) || s.free_s[e] > t || (s.next_kind[e] == kWake && s.next_s[e] == t);
     });
   };
   // Bytes per clock unit from one device to another for a copy of `bytes`, made while the destination runs an
@@ -873,8 +875,6 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
   auto bandwidth = [&](size_t pair, double bytes, bool loaded = false) {
     return link_curves ? pair_bandwidth_at(pair, bytes, loaded) : pair_bandwidth_[pair];
   };
-  // Whether device e runs an op at time `at` (as far as the run knows at the current event).
-  auto running_at = [&](int32_t e, double at) { return s.running[e] >= 0 && s.next_s[e] > at; };
   const ByRelease by_release{s.fifo_key.data()};
   const ByRank by_rank_class{rank_class_.data()};
 
@@ -1163,7 +1163,7 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
       auto duration = [&](int32_t e, double bytes, double at) {
         if (edge_comm && !std::isnan(s.dest_comm_s[e])) return s.dest_comm_s[e];
         const size_t pair = static_cast<size_t>(d) * D + e;
-        return pair_latency_s_[pair] + bytes / bandwidth(pair, bytes, link_curves && running_at(e, at));
+        return pair_latency_s_[pair] + bytes / bandwidth(pair, bytes, running_at(e, at));
       };
       auto record = [&](int32_t e, double bytes, double start, double end) {
         const int32_t x = s.num_xfers++;
@@ -1202,7 +1202,7 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
         // A copy that reaches a fraction of its route's bandwidth at its size (a link's efficiency curve)
         // streams as that many more bytes at the full one: alone on its route, it takes as long as in FIFO.
         auto stretch = [&](size_t pair, double bytes) {
-          return link_curves ? pair_bandwidth_[pair] / pair_bandwidth_at(pair, bytes, running_at(static_cast<int32_t>(pair % D), t)) : 1.0;
+          return pair_bandwidth_[pair] / bandwidth(pair, bytes, running_at(static_cast<int32_t>(pair % D), t));
         };
         if (!broadcast) {
           for (int32_t i = 0; i < num_dest; ++i) {

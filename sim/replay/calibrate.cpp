@@ -344,18 +344,17 @@ Calibration calibrate(std::string_view backend, const CalibrationOptions& asked)
       cal.points.push_back({.what = "copy", .size = b, .time_s = t, .device = device});
       return t;
     });
-    return fit_link(cal.points, device);
   };
-  // The same copies made while the destination streams 4 MB ops (points "copy" of "loaded"): a hop is device
-  // 0's span in the median run over the hops, less the launch.
+  // The ping-pong's copy sizes made while the destination streams 4 MB ops (points "copy" of "loaded"): a
+  // hop is device 0's span in the median run over the hops, less the launch.
   auto measure_loaded_link = [&](double launch_s) {
     constexpr double kStreamBytes = 4e6;
     const double stream_s = kStreamBytes / cal.roofline.bandwidth_bytes_per_s;
-    std::vector<double> sizes;
+    std::vector<std::pair<double, double>> unloaded;  // (bytes, seconds of a ping-pong hop's copy)
     for (const CalibrationPoint& p : cal.points)
-      if (p.what == "copy" && p.device.empty()) sizes.push_back(p.size);
-    for (double b : sizes) {
-      const double hop_s = std::max(launch_s + b / cal.link.bandwidth_bytes_per_s, 1e-7);
+      if (p.what == "copy" && p.device.empty()) unloaded.emplace_back(p.size, p.time_s);
+    for (auto [b, copy_s] : unloaded) {
+      const double hop_s = std::max(launch_s + copy_s, 1e-7);
       const auto hops = static_cast<int32_t>(std::clamp(options.run_s / hop_s, 4.0, 1.0 * max_length));
       const auto streams = static_cast<int32_t>(std::clamp(2 * hops * hop_s / stream_s + 2, 2.0, 1e4));
       const ReplayPlan plan = loaded_copy_plan(hops, b, streams, kStreamBytes, kind);
@@ -373,16 +372,17 @@ Calibration calibrate(std::string_view backend, const CalibrationOptions& asked)
     measure_roofline(1, kind, "alone");  // its own fit is not used: the curves are against the shared roofline
     cal.alone = fit_curves(cal.points, cal.roofline, "alone");
   }
-  if (options.devices >= 2) cal.link = measure_link(kind, kind, cal.roofline.launch_s, "");
-  if (backend == "cpu" && options.devices >= 2) {
-    measure_loaded_link(cal.roofline.launch_s);
+  if (options.devices >= 2) {
+    measure_link(kind, kind, cal.roofline.launch_s, "");
+    if (backend == "cpu") measure_loaded_link(cal.roofline.launch_s);
     cal.link = fit_link(cal.points);
   }
   if (options.host) {
     HostCalibration host{.memory_bytes = physical_memory};
     host.roofline = measure_roofline(1, "cpu", "host");
     host.curves = fit_curves(cal.points, host.roofline, "host");
-    host.link = measure_link("cpu", "gpu", (host.roofline.launch_s + cal.roofline.launch_s) / 2, "host");
+    measure_link("cpu", "gpu", (host.roofline.launch_s + cal.roofline.launch_s) / 2, "host");
+    host.link = fit_link(cal.points, "host");
     cal.host = host;
   }
   return cal;
