@@ -62,11 +62,17 @@ void report(const CalibrateArgs& a, const sim::replay::Calibration& cal) {
   // The roofline's points: launch, compute and memory ones (not the copies) of a device.
   auto roofline_points = [&](const std::string& device) {
     return std::count_if(cal.points.begin(), cal.points.end(),
-                         [&](const auto& p) { return p.device == device && p.what != "copy"; });
+                         [&](const auto& p) { return p.device == device && p.what != "copy" && p.what != "shape"; });
   };
   fmt::print("roofline fit   {:>11.1f}%  mean error over {} points\n", 100 * cal.roofline.mape, roofline_points(""));
   fmt::print("curves         {:>11.1f}%  mean error at sizes left out (efficiency by op class and size, used by the "
              "cost model){}\n", 100 * cal.curves.mape, cal.alone ? "; every device running: the contended curves" : "");
+  if (cal.shapes.square_mape > 0)
+    fmt::print("shapes         {:>11.1f}%  mean error at products far from square left out ({:.1f}% priced as square ones); "
+               "{}\n", 100 * cal.shapes.leave_one_out_mape, 100 * cal.shapes.square_mape,
+               cal.shapes.used ? fmt::format("per element of A, B, C: {:.3g}, {:.3g}, {:.3g} ns", 1e9 * cal.shapes.element_s[0],
+                                             1e9 * cal.shapes.element_s[1], 1e9 * cal.shapes.element_s[2])
+                               : std::string("no better: shapes priced as square products"));
   if (cal.alone)
     fmt::print("alone curves   {:>11.1f}%  mean error at sizes left out (one device running: the devices' own curves)\n",
                100 * cal.alone->mape);

@@ -188,6 +188,7 @@ Graph build_coarse(const Graph& g, const std::vector<OpId>& group_of, const std:
       pinned_by = op;
     }
     if (pinned_by >= 0) spec.pinned_kind = g.pinned_kind(pinned_by);
+    if (ops.size() == 1) spec.gemm = g.gemm(leader);  // a group's products have no one shape
     for (int32_t k = 0; k < kinds; ++k)
       if (measured[k].known) spec.measured_s.emplace_back(g.measured_kinds()[k], measured[k].sum);
     builder.add_op(std::move(spec));

@@ -2,6 +2,7 @@
 #include "graphs/graph.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <queue>
 #include <set>
@@ -78,6 +79,7 @@ OpSpec Graph::op_spec(OpId op) const {
               .colocation = colocation_[op],
               .layer = layer_[op],
               .pinned_kind = pinned_kind(op),
+              .gemm = gemm_[op],
               .measured_s = {}};
   for (size_t k = 0; k < measured_kinds_.size(); ++k) {
     double t = measured_s(op, static_cast<int32_t>(k));
@@ -88,6 +90,16 @@ OpSpec Graph::op_spec(OpId op) const {
 
 EdgeSpec Graph::edge_spec(EdgeId e) const {
   return {edge_src_[e], edge_dst_[e], edge_bytes_[e], edge_comm_s_[e]};
+}
+
+GemmDims square_dims(double flops) {
+  if (!(flops > 0)) return {};
+  flops = std::min(flops, 0x1p62);  // n and k must fit int64
+  auto n = std::max<int64_t>(1, static_cast<int64_t>(std::cbrt(flops / 2)));
+  if (n >= 8) n -= n % 8;
+  const auto nn = static_cast<double>(n) * static_cast<double>(n);
+  const int64_t k = std::clamp<int64_t>(std::llround(flops / (2 * nn)), 1, kMaxGemmDim);
+  return {.batch = 1, .m = n, .n = n, .k = k};
 }
 
 GraphBuilder::GraphBuilder(std::string name) : name_(std::move(name)) {}
@@ -113,6 +125,21 @@ void check_amount(double v, std::string_view field, const std::function<std::str
   if (total && !std::isfinite(*total += v))
     throw Error(fmt::format("{}: {} is {}, which takes the graph's total {} past the largest number (~1.8e308): "
                             "check the unit", where(), field, v, field));
+}
+
+// Known dims are all positive and within kMaxGemmDim, and their FLOPs within 25% of the op's: a bias or
+// activation folded into the op may add a little, a dimension in the wrong unit or a missing batch far more.
+void check_gemm_dims(const OpSpec& s, const std::function<std::string()>& where) {
+  const GemmDims& d = s.gemm;
+  if (d == GemmDims{}) return;
+  for (auto [name, v] : {std::pair{"batch", d.batch}, {"m", d.m}, {"n", d.n}, {"k", d.k}})
+    if (v < 1 || v > kMaxGemmDim)
+      throw Error(fmt::format("{}: gemm {} is {}, must be in 1..{} (or give no gemm dims at all)", where(), name, v,
+                              kMaxGemmDim));
+  if (std::abs(d.flops() - s.flops) > 0.25 * s.flops)
+    throw Error(fmt::format("{}: gemm dims [batch {}, m {}, n {}, k {}] make {:.4g} FLOPs (2 batch m n k) but the "
+                            "op has {:.4g}; fix the dims or the flops",
+                            where(), d.batch, d.m, d.n, d.k, d.flops(), s.flops));
 }
 
 // Counting-sort edges by `key` into CSR arrays.
@@ -162,6 +189,7 @@ Graph GraphBuilder::build() && {
       throw Error(fmt::format("{}: colocation class {} is negative (use >= 0, or omit it)", where(), s.colocation));
     if (s.layer < kNoClass)
       throw Error(fmt::format("{}: layer {} is negative (use >= 0, or omit it)", where(), s.layer));
+    check_gemm_dims(s, where);
     for (auto& [kind, t] : s.measured_s) {
       if (kind.empty()) throw Error(fmt::format("{}: measured time with an empty device kind", where()));
       check_amount(t, "measured time on \"" + kind + "\"", where);
@@ -189,6 +217,8 @@ Graph GraphBuilder::build() && {
     g.temp_bytes_.push_back(s.temp_bytes);
     g.colocation_.push_back(s.colocation);
     g.layer_.push_back(s.layer);
+    g.gemm_.push_back(s.gemm);
+    g.has_gemm_dims_ = g.has_gemm_dims_ || s.gemm.known();
   }
 
   const size_t kinds = g.measured_kinds_.size();

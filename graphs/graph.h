@@ -30,6 +30,32 @@ Phase parse_phase(std::string_view name, std::string_view where);
 inline constexpr int32_t kNoClass = -1;  // colocation class / layer of an unconstrained op
 inline constexpr double kUnknown = std::numeric_limits<double>::quiet_NaN();
 
+/**
+ * The matrix products an op computes, when known: `batch` independent products of an (m x k) matrix by a
+ * (k x n) one, 2 batch m n k FLOPs. A convolution is its implicit GEMM: m = N Ho Wo, n = Cout / groups,
+ * k = Cin / groups kh kw, batch = groups. The cost model and the replay use the shape (a skinny product
+ * runs slower than a square one of the same FLOPs); all zero when the op has no such shape.
+ */
+struct GemmDims {
+  int64_t batch = 0, m = 0, n = 0, k = 0;
+  bool known() const { return batch > 0; }
+  double flops() const {
+    return 2.0 * static_cast<double>(batch) * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  }
+  bool operator==(const GemmDims&) const = default;
+};
+
+/** Largest dimension of a GemmDims (2^31 - 1): products of two fit int64 exactly. */
+inline constexpr int64_t kMaxGemmDim = INT32_MAX;
+
+/**
+ * The square product of `flops` (at most 2^62): m = n, a multiple of 8 from 8 on (a ragged size runs slower
+ * than the round ones calibration and real models use), k matching the FLOPs to within half a column;
+ * all zero for no FLOPs. What the replay runs for a compute op without a known shape, and what a shape's
+ * cost is measured against.
+ */
+GemmDims square_dims(double flops);
+
 /** Everything known about one op, as handed to GraphBuilder::add_op. */
 struct OpSpec {
   std::string name;
@@ -44,6 +70,7 @@ struct OpSpec {
   int32_t colocation = kNoClass;    // ops of one class must share a device
   int32_t layer = kNoClass;         // model block it belongs to (expert rules, contiguous splits)
   std::string pinned_kind;          // device kind it must run on ("cpu"), empty for any
+  GemmDims gemm;                    // its matrix products' shape, when it computes some
   /** Measured run time per device kind in seconds; overrides every cost model when present. */
   std::vector<std::pair<std::string, double>> measured_s;
 };
@@ -91,6 +118,10 @@ class Graph {
   double temp_bytes(OpId op) const { return temp_bytes_[op]; }
   int32_t colocation(OpId op) const { return colocation_[op]; }
   int32_t layer(OpId op) const { return layer_[op]; }
+  /** Shape of the op's matrix products (all zero when unknown). */
+  const GemmDims& gemm(OpId op) const { return gemm_[op]; }
+  /** Whether any op has a known GemmDims. */
+  bool has_gemm_dims() const { return has_gemm_dims_; }
   /** Device kind the op is pinned to, or "" when any kind may run it. */
   const std::string& pinned_kind(OpId op) const { return pinned_kinds_[pinned_id_[op]]; }
 
@@ -153,6 +184,8 @@ class Graph {
   std::vector<Phase> phase_;
   std::vector<double> flops_, bytes_read_, bytes_written_, output_bytes_, param_bytes_, temp_bytes_;
   std::vector<int32_t> colocation_, layer_;
+  std::vector<GemmDims> gemm_;
+  bool has_gemm_dims_ = false;
   std::vector<int32_t> pinned_id_;
   std::vector<std::string> pinned_kinds_{""};  // index 0 is "no pin"
   std::vector<std::string> measured_kinds_;

@@ -20,7 +20,7 @@ constexpr std::string_view kFormat = "placelab.graph";
 
 OpSpec read_op(const io::JsonNode& node) {
   node.check_fields({"name", "type", "phase", "flops", "bytes_read", "bytes_written", "output_bytes",
-                     "param_bytes", "temp_bytes", "colocation", "layer", "pinned_kind", "measured_s"});
+                     "param_bytes", "temp_bytes", "colocation", "layer", "pinned_kind", "gemm", "measured_s"});
   OpSpec op;
   op.name = node.at("name").as_string();
   op.type = node.get_string("type", "Op");
@@ -40,6 +40,7 @@ OpSpec read_op(const io::JsonNode& node) {
   op.colocation = class_field("colocation");
   op.layer = class_field("layer");
   op.pinned_kind = node.get_string("pinned_kind", "");
+  if (node.has("gemm")) op.gemm = gemm_dims_from_json(node.at("gemm"));
   if (node.has("measured_s")) {
     io::JsonNode measured = node.at("measured_s");
     measured.expect_object();
@@ -61,6 +62,19 @@ OpId read_endpoint(const io::JsonNode& node, const std::unordered_map<std::strin
 }
 
 }  // namespace
+
+GemmDims gemm_dims_from_json(const io::JsonNode& node) {
+  if (!node.value().is_array() || node.size() != 4) node.fail("must be [batch, m, n, k]: four whole numbers >= 1");
+  GemmDims d;
+  int64_t* fields[] = {&d.batch, &d.m, &d.n, &d.k};
+  for (size_t i = 0; i < 4; ++i) {
+    *fields[i] = node.at(i).as_int();
+    if (*fields[i] < 1 || *fields[i] > kMaxGemmDim) node.at(i).fail(fmt::format("is {}, must be in 1..{}", *fields[i], kMaxGemmDim));
+  }
+  return d;
+}
+
+nlohmann::json gemm_dims_to_json(const GemmDims& d) { return {d.batch, d.m, d.n, d.k}; }
 
 Graph graph_from_json(const json& doc, const std::string& origin) {
   io::JsonNode root(doc, origin);
@@ -123,6 +137,7 @@ json graph_to_json(const Graph& g) {
     if (g.colocation(i) != kNoClass) op["colocation"] = g.colocation(i);
     if (g.layer(i) != kNoClass) op["layer"] = g.layer(i);
     if (!g.pinned_kind(i).empty()) op["pinned_kind"] = g.pinned_kind(i);
+    if (g.gemm(i).known()) op["gemm"] = gemm_dims_to_json(g.gemm(i));
     json measured = json::object();
     for (size_t k = 0; k < g.measured_kinds().size(); ++k) {
       double t = g.measured_s(i, static_cast<int32_t>(k));

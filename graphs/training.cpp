@@ -53,6 +53,14 @@ Graph expand_training(const Graph& forward, const TrainingOptions& options) {
     // Gradients w.r.t. the op's inputs (one per in-edge) and w.r.t. its weights.
     double grad_bytes = forward.param_bytes(f);
     for (EdgeId e : forward.in_edges(f)) grad_bytes += forward.edge_bytes(e);
+    // The gradients of a matrix product are products of the same three matrices (dA = dC B^T, dB = A^T dC):
+    // as many products of the forward's shape as the backward factor says, when that is a whole number.
+    GemmDims grad_gemm;
+    if (forward.gemm(f).known() && bwd == std::round(bwd) && bwd >= 1) {
+      grad_gemm = forward.gemm(f);
+      grad_gemm.batch *= static_cast<int64_t>(bwd);
+      if (grad_gemm.batch > kMaxGemmDim) grad_gemm = {};
+    }
     builder.add_op(OpSpec{.name = forward.op_name(f) + "/grad",
                           .type = forward.op_type(f) + "Grad",
                           .phase = Phase::backward,
@@ -65,6 +73,7 @@ Graph expand_training(const Graph& forward, const TrainingOptions& options) {
                           .colocation = class_of[f],
                           .layer = forward.layer(f),
                           .pinned_kind = forward.pinned_kind(f),
+                          .gemm = grad_gemm,
                           .measured_s = {}});
   }
   for (EdgeId e = 0; e < forward.num_edges(); ++e) builder.add_edge(forward.edge_spec(e));

@@ -68,6 +68,10 @@ void validate_device(const Device& d, size_t i) {
   check_amount(d.gap_after_op_s, "gap_after_op_s", where);
   if (!(d.efficiency > 0 && d.efficiency <= 1))
     throw Error(fmt::format("{}: efficiency is {}, must be in (0, 1]", where, d.efficiency));
+  for (double e : d.gemm_element_s)
+    if (!std::isfinite(e) || std::abs(e) > 1)
+      throw Error(fmt::format("{}: gemm_element_s holds {}, must be finite and at most 1 s per element either way (a "
+                              "calibration gives nanoseconds)", where, e));
   for (const auto* curves : {&d.efficiency_curves, &d.contended_efficiency_curves})
     for (const auto& [name, curve] : *curves) {
       if (!graphs::parse_op_class(name))
@@ -384,7 +388,7 @@ Cluster cluster_from_json(const nlohmann::json& doc, const std::string& origin) 
     io::JsonNode d = devices.at(i);
     d.check_fields({"name", "kind", "peak_flops_per_s", "memory_bandwidth_bytes_per_s", "memory_bytes",
                     "launch_overhead_s", "gap_after_op_s", "efficiency", "efficiency_curves", "copy_engine",
-                    "memory_domain", "contended_efficiency_curves"});
+                    "memory_domain", "contended_efficiency_curves", "gemm_element_s"});
     Device dev{.name = d.at("name").as_string(),
                .kind = d.at("kind").as_string(),
                .peak_flops_per_s = d.at("peak_flops_per_s").as_amount(),
@@ -398,6 +402,11 @@ Cluster cluster_from_json(const nlohmann::json& doc, const std::string& origin) 
     if (dev.peak_flops_per_s <= 0) d.at("peak_flops_per_s").fail("must be > 0");
     if (dev.memory_bandwidth_bytes_per_s <= 0) d.at("memory_bandwidth_bytes_per_s").fail("must be > 0");
     if (!(dev.efficiency > 0 && dev.efficiency <= 1)) d.at("efficiency").fail("must be in (0, 1]");
+    if (d.has("gemm_element_s")) {
+      io::JsonNode e = d.at("gemm_element_s");
+      if (!e.value().is_array() || e.size() != 3) e.fail("must be [A, B, C]: seconds per element of each operand");
+      for (size_t i = 0; i < 3; ++i) dev.gemm_element_s[i] = e.at(i).as_number();
+    }
     for (auto [key, out] : {std::pair{"efficiency_curves", &dev.efficiency_curves},
                             std::pair{"contended_efficiency_curves", &dev.contended_efficiency_curves}}) {
       if (!d.has(key)) continue;
@@ -480,6 +489,7 @@ nlohmann::json cluster_to_json(const Cluster& cluster) {
                        {"efficiency", d.efficiency}});
     if (!d.copy_engine) devices.back()["copy_engine"] = false;
     if (!d.memory_domain.empty()) devices.back()["memory_domain"] = d.memory_domain;
+    if (d.gemm_element_s != std::array<double, 3>{0, 0, 0}) devices.back()["gemm_element_s"] = d.gemm_element_s;
     for (auto [key, map] : {std::pair{"efficiency_curves", &d.efficiency_curves},
                             std::pair{"contended_efficiency_curves", &d.contended_efficiency_curves}}) {
       if (map->empty()) continue;

@@ -4,6 +4,7 @@
 // when they happen is the engine's. Semantics and format: docs/simulator.md.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -53,6 +54,12 @@ struct Device {
   std::string memory_domain;
   /** Efficiency by op class while another device of its memory domain is busy; classes left out: efficiency_curves. */
   std::map<std::string, EfficiencyCurve> contended_efficiency_curves;
+  /**
+   * Seconds per element of A (m x k), B (k x n) and C (m x n) that a product of known shape (GemmDims) has
+   * beyond the square product of its FLOPs, which the efficiency curves describe: a skinny product packs,
+   * reads and writes more elements per FLOP. All zero: shapes do not change an op's time.
+   */
+  std::array<double, 3> gemm_element_s{0, 0, 0};
 };
 
 /** Full duplex: each direction is an independent channel; half: both directions share one. */

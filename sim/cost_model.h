@@ -36,9 +36,17 @@ struct RooflineBounds {
  * The bounds with the device's efficiency for this op: its calibrated curve (Device::efficiency_curves)
  * at the op's size where it has one, the arithmetic side from the op class's curve ("gemm" for any class
  * without one) at the op's FLOPs, the memory side from a memory class's curve ("elementwise" for any
- * class without one) at its bytes; else Device::efficiency. Both are multiplied by `scale`.
+ * class without one) at its bytes; else Device::efficiency. An op with known GemmDims has its arithmetic
+ * side adjusted for its shape (shaped_time_s). Both rates are multiplied by `scale`.
  */
 RooflineBounds roofline_bounds(const graphs::Graph& graph, graphs::OpId op, const Device& device, double scale = 1);
+
+/**
+ * Seconds of a product of shape `dims` that would take `square_s` as the square product of its FLOPs
+ * (graphs::square_dims): plus the device's gemm_element_s for each element of A, B and C beyond the
+ * square's (fewer elements take time off), never below the square's time.
+ */
+double shaped_time_s(double square_s, const graphs::GemmDims& dims, const Device& device);
 
 /** Knobs of the roofline model. */
 struct RooflineOptions {

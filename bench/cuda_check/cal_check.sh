@@ -14,13 +14,7 @@ nvidia-smi -L; nproc
 ldd $P $B/bin/placelab_replay_tests | grep -i "not found"
 
 # 1. The tests: the [cuda] ones three times (a flaky failure shows in some runs only), then the whole file.
-for i in 1 2 3; do
-  echo "==== [cuda] run $i ====" >> $OUT/tests.txt
-  timeout -k 5 $(T 40) $B/bin/placelab_replay_tests "[cuda]" --durations yes >> $OUT/tests.txt 2>&1; echo "cuda tests run $i rc=$?"
-done
-echo "==== whole replay test file ====" >> $OUT/tests.txt
-timeout -k 5 $(T 60) $B/bin/placelab_replay_tests >> $OUT/tests.txt 2>&1; echo "replay tests rc=$?"
-grep -E "passed|failed|FAILED|skipped|Approx|with expansion" $OUT/tests.txt | head -40
+run_tests 3 40
 
 # 2. Calibrations, each timed: the old build (same machine: the 'before'); the new one quick with the
 # host, full without, and full with the host twice (the first one's cluster is the one replayed).

@@ -39,6 +39,7 @@ export LD_LIBRARY_PATH="$D/lib"
 "$P" graph --model transformer_xl --batch 1 --seq_len 32 --mem_len 32 --layers 2 --hidden 128 --heads 2 --inner 256 \
   --vocab 2000 --out "$D/data/txl.json"
 python3 "$HERE/make_plans.py" "$D/data/plans"
-cp "$HERE/gpu_check.sh" "$HERE/gpu_check.py" "$HERE/cal_check.sh" "$HERE/cal_check.py" "$HERE/checklib.py" "$HERE/checklib.sh" "$D/"
+cp "$HERE/gpu_check.sh" "$HERE/gpu_check.py" "$HERE/cal_check.sh" "$HERE/cal_check.py" "$HERE/checklib.py" "$HERE/checklib.sh" \
+  "$HERE/shape_check.sh" "$HERE/../gemm_shapes.py" "$D/"
 env -i PATH=/usr/bin:/bin LD_LIBRARY_PATH="$D/lib" "$P" --version
 du -sh "$D"

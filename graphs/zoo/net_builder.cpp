@@ -92,7 +92,8 @@ Tensor NetBuilder::op(const OpDef& def, std::span<const Tensor> inputs) {
                            .bytes_written = out_bytes,
                            .output_bytes = out_bytes,
                            .param_bytes = param_bytes,
-                           .layer = layer_});
+                           .layer = layer_,
+                           .gemm = def.gemm});
   // Reading one tensor twice moves it once.
   for (auto [src, bytes] : edge_scratch_) graph_.add_edge(src, id, std::min(bytes, graph_.op(src).output_bytes));
   return {id, def.out};
@@ -128,7 +129,8 @@ Tensor NetBuilder::conv2d(const Tensor& x, int64_t filters, int64_t kernel_h, in
   return op({.type = "Conv2D",
              .out = {n, h, w, filters},
              .flops = 2 * outputs * static_cast<double>(kernel_h * kernel_w * c) + (bias ? outputs : 0),
-             .param_elements = weights + (bias ? static_cast<double>(filters) : 0)},
+             .param_elements = weights + (bias ? static_cast<double>(filters) : 0),
+             .gemm = {.batch = 1, .m = n * h * w, .n = filters, .k = kernel_h * kernel_w * c}},
             {x});
 }
 
@@ -141,7 +143,8 @@ Tensor NetBuilder::depthwise_conv2d(const Tensor& x, int64_t kernel, int64_t str
   return op({.type = "DepthwiseConv2dNative",
              .out = {n, h, w, c},
              .flops = 2 * outputs * static_cast<double>(kernel * kernel),
-             .param_elements = static_cast<double>(kernel * kernel * c)},
+             .param_elements = static_cast<double>(kernel * kernel * c),
+             .gemm = {.batch = c, .m = n * h * w, .n = 1, .k = kernel * kernel}},
             {x});
 }
 
@@ -237,7 +240,8 @@ Tensor NetBuilder::matmul(const Tensor& x, int64_t units) {
   return op({.type = "MatMul",
              .out = std::move(out),
              .flops = 2 * rows * static_cast<double>(k * units),
-             .param_elements = static_cast<double>(k * units)},
+             .param_elements = static_cast<double>(k * units),
+             .gemm = {.batch = 1, .m = x.elements() / k, .n = units, .k = k}},
             {x});
 }
 
@@ -246,7 +250,11 @@ Tensor NetBuilder::matmul(const Tensor& x, const Tensor& w) {
   Shape out = x.shape;
   out.back() = w.shape[1];
   const double rows = static_cast<double>(x.elements() / x.dim(-1));
-  return op({.type = "MatMul", .out = std::move(out), .flops = 2 * rows * static_cast<double>(w.elements())}, {x, w});
+  return op({.type = "MatMul",
+             .out = std::move(out),
+             .flops = 2 * rows * static_cast<double>(w.elements()),
+             .gemm = {.batch = 1, .m = x.elements() / x.dim(-1), .n = w.shape[1], .k = w.shape[0]}},
+            {x, w});
 }
 
 Tensor NetBuilder::bias_add(const Tensor& x) {
@@ -271,7 +279,10 @@ Tensor NetBuilder::batch_matmul(const Tensor& a, const Tensor& b, bool transpose
   Shape out = a.shape;
   out[out.size() - 1] = n;
   const double batches = product(out) / static_cast<double>(m * n);
-  return op({.type = "BatchMatMul", .out = std::move(out), .flops = 2 * batches * static_cast<double>(m * n * k)},
+  return op({.type = "BatchMatMul",
+             .out = std::move(out),
+             .flops = 2 * batches * static_cast<double>(m * n * k),
+             .gemm = {.batch = static_cast<int64_t>(batches), .m = m, .n = n, .k = k}},
             {a, b});
 }
 

@@ -56,6 +56,7 @@ struct OpDef {
   double flops = 0;
   double param_elements = 0;
   double bytes_read = -1;
+  graphs::GemmDims gemm;  // the shape of its matrix products, when it computes some
 };
 
 /** The recurrent state of an LSTM layer. */

@@ -82,7 +82,8 @@ void adaptive_softmax(NetBuilder& b, const Tensor& x, int64_t vocab) {
                           .out = std::move(out),
                           .flops = flops,
                           .param_elements = static_cast<double>(own_rows * hidden),
-                          .bytes_read = h.bytes() + kFloatBytes * static_cast<double>(rows * hidden)},
+                          .bytes_read = h.bytes() + kFloatBytes * static_cast<double>(rows * hidden),
+                          .gemm = {.batch = 1, .m = h.elements() / hidden, .n = rows, .k = hidden}},
                          {h});
     return b.softmax(b.bias_add(logits));
   };

@@ -241,6 +241,51 @@ def _function_flops(name, args, kwargs, out):
     return None
 
 
+def _product_dims(a, b, out):
+    """[batch, m, n, k] of out = a @ b (torch.matmul's broadcasting; a vector is one row or column)."""
+    m = a.shape[-2] if a.dim() >= 2 else 1
+    n = b.shape[-1] if b.dim() >= 2 else 1
+    k = a.shape[-1] if a.dim() >= 1 else 1
+    if m * n * k == 0:
+        return None
+    return [max(1, _numel(out) // (m * n)), m, n, k]
+
+
+def _conv_dims(out, out_channels, in_channels, groups, kernel):
+    """The implicit GEMM of a convolution: [groups, N * output positions, Cout / groups, Cin / groups * kernel]."""
+    positions = _numel(out) // out_channels
+    if positions == 0:
+        return None
+    return [groups, positions, out_channels // groups, in_channels // groups * math.prod(kernel)]
+
+
+def _gemm_dims(name, sub, args, kwargs, out):
+    """[batch, m, n, k] of the matrix products a leaf module or function computes, or None."""
+    import torch
+    import torch.nn as nn
+
+    if not isinstance(out, torch.Tensor) or out.numel() == 0:
+        return None
+    if sub is not None:
+        if isinstance(sub, nn.modules.conv._ConvNd) and not sub.transposed:
+            return _conv_dims(out, sub.out_channels, sub.in_channels, sub.groups, sub.kernel_size)
+        if isinstance(sub, nn.Linear):
+            return [1, _numel(out) // sub.out_features, sub.out_features, sub.in_features]
+        return None
+    if name in ("matmul", "mm", "bmm"):
+        return _product_dims(args[0], args[1], out)
+    if name in ("addmm", "baddbmm"):
+        return _product_dims(args[1], args[2], out)
+    if name == "linear":
+        w = args[1] if len(args) > 1 else kwargs["weight"]
+        return [1, _numel(out) // w.shape[0], w.shape[0], w.shape[1]]
+    if name in ("conv1d", "conv2d", "conv3d"):
+        w = args[1] if len(args) > 1 else kwargs["weight"]
+        groups = args[6] if len(args) > 6 else kwargs.get("groups", 1)
+        return _conv_dims(out, w.shape[0], w.shape[1] * groups, groups, w.shape[2:])
+    return None
+
+
 def _type_name(node, module):
     if node.op == "call_module":
         return type(module).__name__
@@ -342,6 +387,10 @@ def import_torch(module, example_inputs, training=False, name=None):
             op["bytes_written"] = out_bytes
         if param_bytes:
             op["param_bytes"] = param_bytes
+        if node.op in ("call_module", "call_function", "call_method") and flops > 0:
+            dims = _gemm_dims(_function_name(node), sub, list(arg_values), kwarg_values, value)
+            if dims is not None and all(d >= 1 for d in dims):
+                op["gemm"] = [int(d) for d in dims]
         if node.op in ("call_module", "get_attr"):
             top = node.target.split(".")[0]
             op["layer"] = top_layers.setdefault(top, len(top_layers))

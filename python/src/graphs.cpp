@@ -123,6 +123,12 @@ void init_graphs(py::module_& m) {
       .def_property_readonly("param_bytes", op_array(&Graph::param_bytes),
                              "Resident bytes per op (weights, optimizer state).")
       .def_property_readonly("temp_bytes", op_array(&Graph::temp_bytes), "Scratch bytes per op.")
+      .def_property_readonly("gemm", [](const Graph& g) {
+        std::vector<int64_t> dims;
+        for (graphs::OpId op = 0; op < g.num_ops(); ++op)
+          for (int64_t v : {g.gemm(op).batch, g.gemm(op).m, g.gemm(op).n, g.gemm(op).k}) dims.push_back(v);
+        return to_numpy_2d(dims, g.num_ops(), 4);
+      }, "Matrix-product shape per op, an (ops, 4) int64 array of [batch, m, n, k]; zeros where unknown.")
       .def_property_readonly("phase", [](const Graph& g) {
         return per_op<int8_t>(g, [&](int op) { return static_cast<int>(g.phase(op)); });
       }, "Phase per op: 0 forward, 1 backward, 2 update (int8 array).")

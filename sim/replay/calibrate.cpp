@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "graphs/error.h"
+#include "graphs/io.h"
 #include "graphs/json_util.h"
 #include "sim/replay/cuda/executor.h"
 
@@ -23,14 +24,14 @@ namespace {
 
 /** Every device runs its own chain of `length` equal ops (each after the previous). */
 ReplayPlan chain_plan(int32_t devices, int32_t length, KernelKind kernel, double flops, double bytes,
-                      const std::string& kind) {
+                      const std::string& kind, const graphs::GemmDims& gemm = {}) {
   ReplayPlan plan{.graph = "calibration-chain", .cluster = "calibration"};
   for (int32_t d = 0; d < devices; ++d) {
     plan.devices.push_back({.name = fmt::format("{}{}", kind, d), .kind = kind, .ops = {}});
     for (int32_t i = 0; i < length; ++i) {
       const auto id = static_cast<int32_t>(plan.ops.size());
       plan.ops.push_back({.name = fmt::format("d{}/op{}", d, i), .type = std::string(kernel_kind_name(kernel)),
-                          .device = d, .kernel = kernel, .flops = flops, .bytes = bytes,
+                          .device = d, .kernel = kernel, .flops = flops, .bytes = bytes, .gemm = gemm,
                           .after_ops = i > 0 ? std::vector<int32_t>{id - 1} : std::vector<int32_t>{}});
       plan.devices[d].ops.push_back(id);
     }
@@ -129,17 +130,55 @@ bool solve(std::array<std::array<double, N>, N> a, std::array<double, N> b, std:
   return true;
 }
 
-/** Least squares of sum_i (row_i . x - 1)^2 (rows already divided by the measured time). */
+/**
+ * Least squares of sum_i (row_i . x - target_i)^2, targets 1 when not given (rows already divided by the
+ * measured time).
+ */
 template <size_t N>
-bool least_squares(const std::vector<std::array<double, N>>& rows, std::array<double, N>& x) {
+bool least_squares(const std::vector<std::array<double, N>>& rows, std::array<double, N>& x,
+                   const std::vector<double>* targets = nullptr) {
   std::array<std::array<double, N>, N> ata{};
   std::array<double, N> atb{};
-  for (const auto& r : rows)
+  for (size_t k = 0; k < rows.size(); ++k)
     for (size_t i = 0; i < N; ++i) {
-      atb[i] += r[i];
+      const auto& r = rows[k];
+      atb[i] += r[i] * (targets ? (*targets)[k] : 1.0);
       for (size_t j = 0; j < N; ++j) ata[i][j] += r[i] * r[j];
     }
   return solve(ata, atb, x);
+}
+
+constexpr std::array<graphs::GemmDims, 14> kShapes{{
+    {1, 16384, 256, 16}, {1, 32768, 128, 24}, {1, 4096, 512, 48},      // small k
+    {1, 16384, 16, 512}, {1, 32768, 8, 256}, {1, 8192, 40, 1024},      // small n
+    {1, 16, 2048, 2048}, {1, 64, 1024, 4096}, {1, 200, 4096, 1024},    // small m
+    {1, 65536, 64, 64}, {1, 8192, 128, 256}, {1, 1024, 256, 2048},     // large A and C; moderately long
+    {64, 96, 96, 64}, {256, 48, 48, 32},                                // batches of small products
+}};
+constexpr std::array<graphs::GemmDims, 4> kQuickShapes{{{1, 2048, 16, 64}, {1, 16, 256, 256}, {4, 64, 64, 8}, {2, 512, 32, 32}}};
+
+/**
+ * Least squares of sum_i (row_i . x - target_i)^2 with x >= 0 (no element makes a product faster), by
+ * coordinate descent on the normal equations, which converges for their positive semi-definite matrix.
+ */
+std::array<double, 3> non_negative_least_squares(const std::vector<std::array<double, 3>>& rows,
+                                                 const std::vector<double>& targets) {
+  std::array<std::array<double, 3>, 3> ata{};
+  std::array<double, 3> atb{}, x{};
+  for (size_t k = 0; k < rows.size(); ++k)
+    for (size_t i = 0; i < 3; ++i) {
+      atb[i] += rows[k][i] * targets[k];
+      for (size_t j = 0; j < 3; ++j) ata[i][j] += rows[k][i] * rows[k][j];
+    }
+  for (int32_t sweep = 0; sweep < 500; ++sweep)
+    for (size_t i = 0; i < 3; ++i) {
+      if (!(ata[i][i] > 0)) continue;
+      double r = atb[i];
+      for (size_t j = 0; j < 3; ++j)
+        if (j != i) r -= ata[i][j] * x[j];
+      x[i] = std::max(0.0, r / ata[i][i]);
+    }
+  return x;
 }
 
 }  // namespace
@@ -228,6 +267,58 @@ CurveFit fit_curves(std::span<const CalibrationPoint> points, const RooflineFit&
     if (!curve.size.empty()) fit.curves.emplace(op_class, std::move(curve));
   }
   fit.mape = inner > 0 ? error / inner : 0;
+  return fit;
+}
+
+ShapeFit fit_shapes(std::span<const CalibrationPoint> points, const RooflineFit& roofline, const CurveFit& curves,
+                    std::string_view device) {
+  auto gemm_curve = curves.curves.find("gemm");
+  // The square product's time on the fitted roofline and curve, and the elements beyond its A, B and C.
+  struct Row {
+    double measured_s, square_s;
+    std::array<double, 3> extra;
+  };
+  std::vector<Row> shaped;
+  for (const CalibrationPoint& p : points) {
+    if (p.what != "shape" || p.device != device || !(p.time_s > 0) || !p.gemm.known()) continue;
+    const double f = p.gemm.flops();
+    const double e = gemm_curve != curves.curves.end() ? gemm_curve->second.at(f) : 1;
+    const graphs::GemmDims& d = p.gemm;
+    const graphs::GemmDims q = graphs::square_dims(f);
+    auto el = [](const graphs::GemmDims& g, int64_t r, int64_t c) { return static_cast<double>(g.batch) * static_cast<double>(r) * static_cast<double>(c); };
+    shaped.push_back({p.time_s, f / (roofline.flops_per_s * e) + roofline.launch_s,
+                      {el(d, d.m, d.k) - el(q, q.m, q.k), el(d, d.k, d.n) - el(q, q.k, q.n), el(d, d.m, d.n) - el(q, q.m, q.n)}});
+  }
+  ShapeFit fit;
+  if (shaped.size() < 4) return fit;
+  // The costs fitted to the rows but `skip` (none: SIZE_MAX), and their error on `r`.
+  auto costs = [&](size_t skip) {
+    std::vector<std::array<double, 3>> rows;
+    std::vector<double> targets;
+    for (size_t i = 0; i < shaped.size(); ++i) {
+      if (i == skip) continue;
+      const Row& r = shaped[i];
+      rows.push_back({r.extra[0] / r.measured_s, r.extra[1] / r.measured_s, r.extra[2] / r.measured_s});
+      targets.push_back((r.measured_s - r.square_s) / r.measured_s);
+    }
+    return non_negative_least_squares(rows, targets);
+  };
+  auto error = [](const Row& r, const std::array<double, 3>& x) {  // as shaped_time_s prices it
+    const double extra = std::max(0.0, x[0] * r.extra[0] + x[1] * r.extra[1] + x[2] * r.extra[2]);
+    return std::abs(r.square_s + extra - r.measured_s) / r.measured_s;
+  };
+  fit.element_s = costs(SIZE_MAX);
+  for (size_t i = 0; i < shaped.size(); ++i) {
+    fit.mape += error(shaped[i], fit.element_s);
+    fit.leave_one_out_mape += error(shaped[i], costs(i));
+    fit.square_mape += std::abs(shaped[i].square_s / shaped[i].measured_s - 1);
+  }
+  const auto n = static_cast<double>(shaped.size());
+  fit.mape /= n, fit.leave_one_out_mape /= n, fit.square_mape /= n;
+  // Costs that predict a shape left out no better than pricing it as square describe noise, or a machine
+  // whose products' times this model does not follow (a GPU's depend on how many tiles fill it): unused.
+  fit.used = fit.leave_one_out_mape < fit.square_mape;
+  if (!fit.used) fit.element_s = {0, 0, 0};
   return fit;
 }
 
@@ -368,6 +459,15 @@ Calibration calibrate(std::string_view backend, const CalibrationOptions& asked)
   };
   cal.roofline = measure_roofline(options.devices, kind, "");
   cal.curves = fit_curves(cal.points, cal.roofline, "");
+  // Products far from square, of made-up sizes (no model's): each dimension small in turn (k, n, m),
+  // operands larger than the square's, and many small products. Their time beyond the square product of
+  // the same FLOPs gives the cost per element of A, B and C (Device::gemm_element_s).
+  const std::span<const graphs::GemmDims> shapes = options.quick ? std::span<const graphs::GemmDims>(kQuickShapes) : kShapes;
+  for (const graphs::GemmDims& d : shapes) {
+    measure("shape", d.flops(), "", [&](int32_t n) { return chain_plan(options.devices, n, KernelKind::compute, d.flops(), 0, kind, d); });
+    cal.points.back().gemm = d;
+  }
+  cal.shapes = fit_shapes(cal.points, cal.roofline, cal.curves);
   if (backend == "cpu" && options.devices >= 2 && options.contention) {
     measure_roofline(1, kind, "alone");  // its own fit is not used: the curves are against the shared roofline
     cal.alone = fit_curves(cal.points, cal.roofline, "alone");
@@ -415,7 +515,8 @@ Cluster calibrated_cluster(const Calibration& cal) {
                             .copy_engine = cal.copy_engine,
                             .memory_domain = cal.alone ? "host" : "",
                             .contended_efficiency_curves = cal.alone ? cal.curves.curves
-                                                                     : std::map<std::string, EfficiencyCurve>{}});
+                                                                     : std::map<std::string, EfficiencyCurve>{},
+                            .gemm_element_s = cal.shapes.element_s});
   for (int32_t a = 0; a < cal.devices; ++a)
     for (int32_t b = a + 1; b < cal.devices; ++b)
       spec.links.push_back({.name = fmt::format("{}{}-{}{}", kind, a, kind, b),
@@ -445,7 +546,8 @@ nlohmann::json calibration_to_json(const Calibration& cal) {
   for (const CalibrationPoint& p : cal.points) {
     nlohmann::json j = {{"what", p.what}, {"size", p.size}, {"time_s", p.time_s}};
     if (!p.device.empty()) j["device"] = p.device;
-    if (p.what == "compute") j["flops_per_s"] = p.size / p.time_s;
+    if (p.gemm.known()) j["gemm"] = graphs::gemm_dims_to_json(p.gemm);
+    if (p.what == "compute" || p.what == "shape") j["flops_per_s"] = p.size / p.time_s;
     if (p.what == "memory" || p.what == "copy") j["bytes_per_s"] = p.size / p.time_s;
     points.push_back(j);
   }
@@ -461,6 +563,11 @@ nlohmann::json calibration_to_json(const Calibration& cal) {
                                       {"launch_s", cal.roofline.launch_s},
                                       {"mape", cal.roofline.mape}}},
                         {"curves", {{"leave_one_out_mape", cal.curves.mape}}},
+                        {"shapes", {{"gemm_element_s", cal.shapes.element_s},
+                                    {"used", cal.shapes.used},
+                                    {"mape", cal.shapes.mape},
+                                    {"leave_one_out_mape", cal.shapes.leave_one_out_mape},
+                                    {"square_mape", cal.shapes.square_mape}}},
                         {"cluster", cluster_to_json(calibrated_cluster(cal))}};
   if (cal.alone) doc["alone_curves"] = {{"leave_one_out_mape", cal.alone->mape}};
   auto link_json = [](const LinkFit& l) {
@@ -498,10 +605,12 @@ Calibration refit_calibration(const nlohmann::json& doc, const std::string& orig
   for (size_t i = 0; i < points.size(); ++i) {
     const io::JsonNode p = points.at(i);
     cal.points.push_back({.what = p.at("what").as_string(), .size = p.at("size").as_amount(),
-                          .time_s = p.at("time_s").as_amount(), .device = p.get_string("device", "")});
+                          .time_s = p.at("time_s").as_amount(), .device = p.get_string("device", ""),
+                          .gemm = p.has("gemm") ? graphs::gemm_dims_from_json(p.at("gemm")) : graphs::GemmDims{}});
   }
   cal.roofline = fit_roofline(cal.points);
   cal.curves = fit_curves(cal.points, cal.roofline);
+  cal.shapes = fit_shapes(cal.points, cal.roofline, cal.curves);
   if (std::any_of(cal.points.begin(), cal.points.end(), [](const CalibrationPoint& p) { return p.device == "alone"; }))
     cal.alone = fit_curves(cal.points, cal.roofline, "alone");
   if (cal.devices >= 2) cal.link = fit_link(cal.points);

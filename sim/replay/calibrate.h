@@ -1,9 +1,10 @@
 // Calibration: micro-benchmarks run through a replay backend (so they measure exactly what a replay
-// runs) of achieved FLOP/s by op size, memory bandwidth by size, per-op launch overhead, and copy
+// runs) of achieved FLOP/s by op size and by product shape, memory bandwidth by size, per-op launch overhead, and copy
 // bandwidth and latency between devices; a fit of the roofline cost model to them; and the cluster
 // whose device and link numbers are that fit, which every verb takes as `--cluster`. docs/replay.md.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -45,11 +46,13 @@ struct CalibrationOptions {
 
 /** One measurement: what, at what size, and the seconds one op (or one transfer hop) took. */
 struct CalibrationPoint {
-  std::string what;  // "compute" (size = FLOPs), "memory" (bytes), "launch" (0), "copy" (bytes)
+  std::string what;  // "compute" (size = FLOPs), "memory" (bytes), "launch" (0), "copy" (bytes), "shape" (FLOPs)
   double size = 0;
   double time_s = 0;
   /** "" for the backend's own devices; "host" for the host measured by a CUDA calibration (its copies: to and from GPU 0). */
   std::string device = {};
+  /** A "shape" point's product: one not square, against which the "compute" points' curve is measured. */
+  graphs::GemmDims gemm = {};
 };
 
 /** The roofline fitted to compute, memory and launch points: t = max(F / P, B / W) + L. */
@@ -87,6 +90,19 @@ struct CurveFit {
   double mape = 0;
 };
 
+/**
+ * Device::gemm_element_s fitted to the "shape" points (4 or more): least squares in relative error of the
+ * time beyond what the square product of the same FLOPs takes on the fitted roofline and "gemm" curve.
+ * Used only when it predicts each shape, fitted without it, better than pricing it as square; else zeros.
+ */
+struct ShapeFit {
+  std::array<double, 3> element_s{0, 0, 0};
+  bool used = false;
+  double mape = 0;                // of the shape points, with the fit on all of them
+  double leave_one_out_mape = 0;  // each shape predicted by the fit on the others
+  double square_mape = 0;         // of the shape points priced as square products: what the fit corrects
+};
+
 /** The host measured by a CUDA calibration (CalibrationOptions::host): its ops are host functions. */
 struct HostCalibration {
   double memory_bytes = 0;
@@ -103,6 +119,7 @@ struct Calibration {
   std::vector<CalibrationPoint> points;
   RooflineFit roofline;
   CurveFit curves;
+  ShapeFit shapes;  // zeros without shape points
   LinkFit link;  // zeros with one device
   /** Whether the devices' copies overlap their ops: false on the CPU backend unless copy threads copy. */
   bool copy_engine = true;
@@ -127,6 +144,10 @@ RooflineFit fit_roofline(std::span<const CalibrationPoint> points, std::string_v
 
 /** The efficiency curves of the compute and memory points of `device` against `roofline` (CurveFit). */
 CurveFit fit_curves(std::span<const CalibrationPoint> points, const RooflineFit& roofline, std::string_view device = "");
+
+/** The fit of the "shape" points of `device` (ShapeFit); zeros without them. */
+ShapeFit fit_shapes(std::span<const CalibrationPoint> points, const RooflineFit& roofline, const CurveFit& curves,
+                    std::string_view device = "");
 
 /**
  * Least squares in relative error of t = latency + bytes / bandwidth over the "copy" points of `device`,

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "graphs/error.h"
+#include "graphs/io.h"
 #include "graphs/json_util.h"
 #include "sim/cost_model.h"
 #include "sim/trace.h"
@@ -60,6 +61,7 @@ ReplayPlan export_plan(const Simulator& simulator, std::span<const int32_t> devi
     p.kernel = kernel_for(g, op, c.device(p.device));
     p.flops = g.flops(op);
     p.bytes = g.bytes_read(op) + g.bytes_written(op);
+    p.gemm = g.gemm(op);
   }
   // The engine reports events in the order it decides them, which is each device's (and each
   // channel's) run order, and causal: every dependency is reported before what waits for it.
@@ -147,6 +149,7 @@ void validate_plan(const ReplayPlan& plan, const std::string& origin) {
       fail(fmt::format("{}: not in devices[{}].ops; add it where it should run in that device's order", what, p.device));
     check_work(p.flops, what + " flops");
     check_work(p.bytes, what + " bytes");
+    if (p.gemm.known()) check_work(p.gemm.flops(), what + " gemm FLOPs (2 batch m n k)");
     check_times(p.predicted_start_s, p.predicted_end_s, what);
     for (int32_t q : p.after_ops)
       if (q < 0 || q >= num_ops || q == i)
@@ -226,10 +229,12 @@ void validate_plan(const ReplayPlan& plan, const std::string& origin) {
 nlohmann::json plan_to_json(const ReplayPlan& plan) {
   nlohmann::json devices = nlohmann::json::array(), ops = nlohmann::json::array(), transfers = nlohmann::json::array();
   for (const PlanDevice& d : plan.devices) devices.push_back({{"name", d.name}, {"kind", d.kind}, {"ops", d.ops}});
-  for (const PlanOp& p : plan.ops)
+  for (const PlanOp& p : plan.ops) {
     ops.push_back({{"name", p.name}, {"type", p.type}, {"device", p.device}, {"kernel", kernel_kind_name(p.kernel)},
                    {"flops", p.flops}, {"bytes", p.bytes}, {"after_ops", p.after_ops},
                    {"after_transfers", p.after_transfers}, {"start_s", p.predicted_start_s}, {"end_s", p.predicted_end_s}});
+    if (p.gemm.known()) ops.back()["gemm"] = graphs::gemm_dims_to_json(p.gemm);
+  }
   for (const PlanTransfer& x : plan.transfers)
     transfers.push_back({{"producer", x.producer}, {"src", x.src}, {"dst", x.dst}, {"bytes", x.bytes},
                          {"start_s", x.predicted_start_s}, {"end_s", x.predicted_end_s}});
@@ -279,13 +284,15 @@ ReplayPlan plan_from_json(const nlohmann::json& doc, const std::string& origin) 
   io::JsonNode ops = root.at("ops");
   for (size_t i = 0; i < ops.size(); ++i) {
     io::JsonNode o = ops.at(i);
-    o.check_fields({"name", "type", "device", "kernel", "flops", "bytes", "after_ops", "after_transfers", "start_s", "end_s"});
+    o.check_fields({"name", "type", "device", "kernel", "flops", "bytes", "gemm", "after_ops", "after_transfers", "start_s",
+                    "end_s"});
     plan.ops.push_back({.name = o.at("name").as_string(),
                         .type = o.get_string("type", ""),
                         .device = as_index(o.at("device")),
                         .kernel = parse_kernel(o.at("kernel")),
                         .flops = o.get_amount("flops", 0),
                         .bytes = o.get_amount("bytes", 0),
+                        .gemm = o.has("gemm") ? graphs::gemm_dims_from_json(o.at("gemm")) : graphs::GemmDims{},
                         .after_ops = index_list(o, "after_ops"),
                         .after_transfers = index_list(o, "after_transfers"),
                         .predicted_start_s = o.get_amount("start_s", 0),

@@ -44,11 +44,15 @@ struct PlanOp {
   KernelKind kernel = KernelKind::none;
   double flops = 0;  // the graph op's FLOPs
   double bytes = 0;  // the graph op's bytes read + written
+  graphs::GemmDims gemm;  // the graph op's matrix products, when known: a compute kernel runs that shape
   std::vector<int32_t> after_ops;        // same-device inputs and control edges (plan-op indices)
   std::vector<int32_t> after_transfers;  // inputs from other devices (transfer indices)
   double predicted_start_s = 0, predicted_end_s = 0;
   bool operator==(const PlanOp&) const = default;
 };
+
+/** The product a compute kernel runs for `op`: its known shape, else square_dims of its FLOPs. */
+inline graphs::GemmDims replay_dims(const PlanOp& op) { return op.gemm.known() ? op.gemm : graphs::square_dims(op.flops); }
 
 /** The output of op `producer` copied from device `src` to device `dst` once the producer has ended. */
 struct PlanTransfer {

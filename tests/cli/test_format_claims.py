@@ -959,7 +959,8 @@ def test_calibration_document(tmp_path):
     assert {"flops_per_s", "bandwidth_bytes_per_s", "launch_s", "mape"} <= set(saved["roofline"])
     assert {"bandwidth_bytes_per_s", "latency_s", "mape"} <= set(saved["link"])
     whats = {p["what"] for p in saved["points"]}
-    assert whats == {"launch", "compute", "memory", "copy"}
+    assert whats == {"launch", "compute", "memory", "copy", "shape"}
+    assert {"gemm_element_s", "mape", "square_mape"} <= set(saved["shapes"])
     assert all(p["time_s"] > 0 and p["size"] >= 0 for p in saved["points"])
     # every verb takes the calibrated cluster
     placelab("simulate", "--graph", GRAPH, "--cluster", str(out), "--random", "1", "--json")

@@ -56,8 +56,9 @@ def test_calibrate_writes_a_cluster_every_verb_takes(tmp_path):
     doc = json.loads(placelab("calibrate", "--backend", "cpu", "--quick", "--repeats", "1", "--out", str(out),
                               "--json").stdout)
     assert doc["format"] == "placelab.calibration" and doc["devices"] == 2
-    assert {p["what"] for p in doc["points"]} == {"launch", "compute", "memory", "copy"}
+    assert {p["what"] for p in doc["points"]} == {"launch", "compute", "memory", "copy", "shape"}
     assert doc["roofline"]["flops_per_s"] > 0 and doc["link"]["bandwidth_bytes_per_s"] > 0
+    assert doc["cluster"]["devices"][0].get("gemm_element_s", [0, 0, 0]) == doc["shapes"]["gemm_element_s"]  # written when used
     cluster = json.loads(placelab("cluster", "--file", str(out), "--json").stdout)
     assert cluster == doc["cluster"] and [d["kind"] for d in cluster["devices"]] == ["cpu", "cpu"]
     g, p = write_inputs(tmp_path)

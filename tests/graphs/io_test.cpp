@@ -20,7 +20,7 @@ namespace {
 const char* kValid = R"({"format": "placelab.graph", "version": 1, "name": "tiny",
   "ops": [{"name": "x", "type": "Input", "output_bytes": 4096},
           {"name": "w", "type": "MatMul", "flops": 2e9, "bytes_read": 8192, "param_bytes": 1048576,
-           "colocation": 3, "layer": 0, "measured_s": {"gpu": 0.0015}},
+           "colocation": 3, "layer": 0, "gemm": [1, 1000, 1000, 1000], "measured_s": {"gpu": 0.0015}},
           {"name": "g", "type": "MatMulGrad", "phase": "backward", "colocation": 3, "pinned_kind": "cpu"}],
   "edges": [{"src": 0, "dst": 1, "bytes": 4096}, {"src": "w", "dst": "g", "bytes": 0.5, "comm_s": 0.25}]})";
 
@@ -38,8 +38,13 @@ TEST_CASE("graphs::io: placelab.graph round trip is exact", "[graphs][io]") {
   CHECK(g.pinned_kind(2) == "cpu");
   CHECK(g.edge_comm_s(1) == 0.25);
   CHECK(std::isnan(g.edge_comm_s(0)));
+  CHECK(g.gemm(1) == GemmDims{1, 1000, 1000, 1000});
+  CHECK_FALSE(g.gemm(0).known());
+  CHECK(g.has_gemm_dims());
 
   auto doc = graph_to_json(g);
+  CHECK(doc["ops"][1]["gemm"] == nlohmann::json::array({1, 1000, 1000, 1000}));
+  CHECK_FALSE(doc["ops"][0].contains("gemm"));
   Graph again = graph_from_json(doc, "again");
   CHECK(graph_to_json(again) == doc);
 
@@ -76,6 +81,20 @@ TEST_CASE("graphs::io: bad graph files give one-line errors naming the place", "
   SECTION("duplicate name") {
     CHECK_THAT(error_of(replace_once(v, R"("name": "g")", R"("name": "x")")),
                Catch::Contains("in.json: ops[2].name: duplicate op name \"x\""));
+  }
+  SECTION("gemm dims") {
+    CHECK_THAT(error_of(replace_once(v, "[1, 1000, 1000, 1000]", "[1, 1000, 1000]")),
+               Catch::Contains("in.json: ops[1].gemm: must be [batch, m, n, k]"));
+    CHECK_THAT(error_of(replace_once(v, "[1, 1000, 1000, 1000]", "[1, 0, 1000, 1000]")),
+               Catch::Contains("in.json: ops[1].gemm[1]: is 0, must be in 1..2147483647"));
+    CHECK_THAT(error_of(replace_once(v, "[1, 1000, 1000, 1000]", "[1, 1000, 1000, 1.5]")),
+               Catch::Contains("in.json: ops[1].gemm[3]"));
+    // Dims in the wrong unit (or a missing batch) make FLOPs far from the op's: the error says both.
+    CHECK_THAT(error_of(replace_once(v, "[1, 1000, 1000, 1000]", "[8, 1000, 1000, 1000]")),
+               Catch::Contains("gemm dims [batch 8, m 1000, n 1000, k 1000] make 1.6e+10 FLOPs (2 batch m n k) but the op "
+                               "has 2e+09; fix the dims or the flops"));
+    // A bias folded into the op's FLOPs is within the tolerance.
+    CHECK(error_of(replace_once(v, "[1, 1000, 1000, 1000]", "[1, 1000, 1000, 900]")).empty());
   }
   SECTION("negative, NaN and infinite numbers") {
     CHECK_THAT(error_of(replace_once(v, "2e9", "-2e9")), Catch::Contains("ops[1].flops: is -2000000000, must be >= 0"));

@@ -195,3 +195,25 @@ TEST_CASE("graphs::expand_training: classes up to INT32_MAX do not overflow", "[
   CHECK_THAT(error_of(graph(INT32_MAX, true)),
              Catch::Contains("graph \"top\": op \"y\" needs a new colocation class, but class 2147483647 is already the largest"));
 }
+
+TEST_CASE("graphs::expand_training: a product's gradients are products of its shape", "[graphs]") {
+  // dA = dC B^T and dB = A^T dC multiply the forward's three matrices: twice its products at the default factor.
+  auto graph = [] {
+    GraphBuilder b("mm");
+    OpSpec mm = fwd("mm", 2.0 * 3 * 64 * 32 * 16, 1, 1);
+    mm.gemm = {.batch = 3, .m = 64, .n = 32, .k = 16};
+    b.add_op(mm);
+    b.add_op(fwd("relu", 1, 1, 0));
+    b.add_edge(0, 1, 4);
+    return std::move(b).build();
+  };
+  Graph g = expand_training(graph());
+  CHECK(g.gemm(g.find_op("mm")) == GemmDims{3, 64, 32, 16});
+  CHECK(g.gemm(g.find_op("mm/grad")) == GemmDims{6, 64, 32, 16});
+  CHECK(g.gemm(g.find_op("mm/grad")).flops() == g.flops(g.find_op("mm/grad")));
+  CHECK_FALSE(g.gemm(g.find_op("relu/grad")).known());
+  CHECK_FALSE(g.gemm(g.find_op("mm/update")).known());
+  // A factor that is no whole number of products leaves the gradient's shape unknown.
+  Graph odd = expand_training(graph(), TrainingOptions{.backward_flops_factor = 1.5});
+  CHECK_FALSE(odd.gemm(odd.find_op("mm/grad")).known());
+}

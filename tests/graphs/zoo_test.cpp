@@ -124,6 +124,19 @@ TEST_CASE("graphs::zoo: every model builds a valid forward graph with its defaul
     GraphStats s = g.stats();
     CHECK(s.flops > 0);
     CHECK(s.param_bytes > 0);
+    // Convolutions and matrix products carry their shape: the replay runs it and the cost model prices it.
+    double shaped_flops = 0, product_flops = 0;
+    for (OpId op = 0; op < g.num_ops(); ++op) {
+      const std::string& type = g.op_type(op);
+      const bool product = type == "Conv2D" || type == "MatMul" || type == "BatchMatMul" || type == "DepthwiseConv2dNative";
+      if (product) product_flops += g.flops(op);
+      if (g.gemm(op).known()) {
+        CHECK(product);
+        shaped_flops += g.flops(op);
+        CHECK(std::abs(g.gemm(op).flops() / g.flops(op) - 1) < 0.25);
+      }
+    }
+    if (info.name != "random_dag") CHECK(shaped_flops == product_flops);  // random_dag's ops have FLOPs, no shapes
   }
 }
 

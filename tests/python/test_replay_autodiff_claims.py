@@ -666,7 +666,15 @@ def test_calibration_document(calibration):
     for p in doc["points"]:
         (tagged[p["device"], p["what"]] if "device" in p else by[p["what"]]).append(p)
         assert p["time_s"] > 0
-    assert set(by) == {"launch", "compute", "memory", "copy"}
+    assert set(by) == {"launch", "compute", "memory", "copy", "shape"}
+    # Products far from square: [batch, m, n, k] each, FLOPs 2 batch m n k, and the fit of their costs.
+    assert len(by["shape"]) == 4
+    for p in by["shape"]:
+        batch, m, n, k = p["gemm"]
+        assert p["size"] == 2.0 * batch * m * n * k and not m == n == k
+        assert p["flops_per_s"] == pytest.approx(p["size"] / p["time_s"], rel=1e-9)
+    assert cluster["devices"][0].get("gemm_element_s", [0, 0, 0]) == doc["shapes"]["gemm_element_s"]  # written when used
+    assert doc["shapes"]["used"] == any(doc["shapes"]["gemm_element_s"])
     assert {k: sorted(p["size"] for p in v) for k, v in tagged.items()} == {
         ("alone", "launch"): [0], ("alone", "compute"): [1e3, 1e4, 1e5], ("alone", "memory"): [4e3, 4e4, 4e5],
         ("loaded", "copy"): [4e3, 4e4, 4e5]}

@@ -40,6 +40,42 @@ def test_resnet50_op_count_and_flops(resnet50):
     assert g.output_bytes[fc] == 4 * 1000
 
 
+def test_products_carry_their_shape(resnet50):
+    """A convolution is its implicit GEMM [groups, N Ho Wo, Cout / groups, Cin / groups kh kw], a Linear
+    [1, rows, out, in]; the shape's FLOPs are the op's, and ops that multiply no matrices have none."""
+    _, (g, _) = resnet50
+    dims = g.gemm
+    assert dims.shape == (g.num_ops, 4) and dims.dtype == np.int64
+    assert list(dims[g.find_op("conv1")]) == [1, 112 * 112, 64, 3 * 7 * 7]
+    assert list(dims[g.find_op("layer1_0_conv2")]) == [1, 56 * 56, 64, 64 * 3 * 3]
+    assert list(dims[g.find_op("fc")]) == [1, 1, 1000, 2048]
+    shaped = dims[:, 0] > 0
+    assert shaped.sum() == 53 + 1  # the convolutions and the fc
+    assert np.allclose(2.0 * dims[shaped].prod(axis=1), g.flops[shaped])
+    assert not dims[g.find_op("relu")].any()
+    # Grouped and depthwise convolutions, functions and batched products.
+    x = torch.randn(2, 8, 10, 10)
+
+    class Mixed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.dw = torch.nn.Conv2d(8, 8, 3, padding=1, groups=8)
+            self.w = torch.nn.Parameter(torch.randn(16, 4, 1, 1))
+
+        def forward(self, x):
+            y = torch.nn.functional.conv2d(self.dw(x), self.w, groups=2)  # [2, 16, 10, 10]
+            a = y.flatten(2)                                            # [2, 16, 100]
+            return torch.bmm(a, a.transpose(1, 2))                      # [2, 16, 16]
+
+    m = placelab.from_torch(Mixed(), x)
+    by_type = {t: list(d) for t, d in zip(m.op_types, m.gemm) if d[0] > 0}
+    assert by_type == {"Conv2d": [8, 200, 1, 9], "conv2d": [2, 200, 8, 4], "bmm": [2, 16, 16, 100]}
+    # A training step's gradients are two products of each forward's shape.
+    t = placelab.from_torch(Mixed(), x, training=True)
+    grads = {n: list(d) for n, d in zip(t.op_names, t.gemm) if n.endswith("/grad") and d[0] > 0}
+    assert grads == {"dw/grad": [16, 200, 1, 9], "conv2d/grad": [4, 200, 8, 4], "bmm/grad": [4, 16, 16, 100]}
+
+
 def test_resnet50_edges_follow_the_dataflow(resnet50):
     _, (g, _) = resnet50
     # Every op but the 16 residual adds has one data input; each add has two; the input op has none:

@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "graphs/error.h"
+#include "sim/cost_model.h"
 #include "sim/placement.h"
 #include "sim/replay/calibrate.h"
 #include "sim/replay/cpu/executor.h"
@@ -191,8 +192,8 @@ TEST_CASE("sim::replay::plan: amounts the kernels cannot count in int64 are reje
   CHECK_THROWS_WITH(plan_from_json(doc, "p.json"), Contains("p.json: transfers[0] bytes is 1e+20, must be at most"));
 
   // The kernels clamp rather than convert out of range.
-  CHECK(cpu::gemm_shape(1e300).reps == cpu::gemm_shape(kMaxAmount).reps);
-  CHECK(cpu::gemm_shape(kMaxAmount).reps > 0);
+  CHECK(graphs::square_dims(1e300) == graphs::square_dims(kMaxAmount));
+  CHECK(graphs::square_dims(kMaxAmount).flops() == Approx(kMaxAmount).epsilon(1e-3));
   CHECK(cpu::stream_elements(1e300) == static_cast<int64_t>(kMaxAmount / 8));
 }
 
@@ -231,26 +232,69 @@ TEST_CASE("sim::replay: progress reports every run, warm-up ones marked", "[repl
 }
 
 TEST_CASE("sim::replay::cpu: kernels compute real values", "[replay]") {
-  for (double flops : {1e3, 1e5, 1e7, 6.04e8, 603979776.0, 1e9}) {
-    const cpu::GemmShape s = cpu::gemm_shape(flops);
-    CHECK(s.n <= cpu::kMaxTile);
-    CHECK(std::abs(s.flops() / flops - 1) < 0.05);
-    CHECK((s.n % 8 == 0 || s.n < 8));  // no ragged tiles: Eigen runs them slower than round sizes
-    if (flops >= 2.0 * cpu::kMaxTile * cpu::kMaxTile * cpu::kMaxTile) CHECK(s.n == cpu::kMaxTile);
+  for (double flops : {1e3, 1e5, 1e7, 6.04e8, 603979776.0, 1e9, 1e13}) {
+    const graphs::GemmDims d = graphs::square_dims(flops);
+    CHECK(d.batch == 1);
+    CHECK(d.m == d.n);
+    CHECK(std::abs(d.flops() / flops - 1) < 0.05);
+    CHECK((d.n % 8 == 0 || d.n < 8));  // no ragged sizes: Eigen runs them slower than round ones
   }
-  CHECK(cpu::gemm_shape(0).reps == 0);
+  CHECK(graphs::square_dims(0) == graphs::GemmDims{});
   CHECK(cpu::stream_elements(8000) == 1000);
 
+  SECTION("tilings cover the product with tiles that fit") {
+    for (const graphs::GemmDims& d : {graphs::GemmDims{1, 25088, 64, 147}, {1, 98, 512, 4608}, {3, 7, 5, 11},
+                                      {32, 12544, 1, 9}, {1, 8, 8, 1 << 20}, {1, 1 << 20, 1 << 12, 8}}) {
+      const cpu::GemmTiling t = cpu::gemm_tiling(d, 1 << 16);
+      CAPTURE(d.batch, d.m, d.n, d.k, t.rows, t.cols, t.depth);
+      CHECK(t.m_tiles * t.rows >= d.m);
+      CHECK((t.m_tiles - 1) * t.rows < d.m);
+      CHECK(t.n_tiles * t.cols >= d.n);
+      CHECK((t.n_tiles - 1) * t.cols < d.n);
+      CHECK(t.k_tiles * t.depth >= d.k);
+      CHECK((t.k_tiles - 1) * t.depth < d.k);
+      CHECK(t.rows * t.depth <= 1 << 16);
+      CHECK(t.depth * t.cols <= 1 << 16);
+      CHECK(t.rows * t.cols <= 1 << 16);
+      CHECK(t.flops() == d.flops());
+    }
+    CHECK(cpu::gemm_tiling({}, 1 << 16).tiles() == 0);
+    // A device of two threads cuts a one-tile product so that both get work.
+    cpu::DeviceMemory mem(1 << 20, 2);
+    CHECK(mem.tiling({1, 64, 64, 64}).tiles() >= 2);
+  }
+
   SECTION("GEMM against a naive reference") {
-    cpu::DeviceMemory mem(1 << 16, 2);
-    const cpu::GemmShape s{.n = 5, .k = 7, .reps = 3};
+    // Small tiles (an arena of 2^12 floats, so 2^10-float tiles): several tiles per product, k cut too.
+    cpu::DeviceMemory mem(4.0 * (1 << 13), 2);
+    const graphs::GemmDims d{.batch = 2, .m = 137, .n = 21, .k = 70};
+    const cpu::GemmTiling t = mem.tiling(d);
+    REQUIRE(t.tiles() > 2);
+    REQUIRE(t.k_tiles > 1);
+    const int64_t half = mem.arena_floats() / 2;
     double want = 0;
-    for (int64_t i = 0; i < s.n; ++i)
-      for (int64_t j = 0; j < s.n; ++j)
-        for (int64_t p = 0; p < s.k; ++p) want += 3.0 * cpu::pattern(p * s.n + i) * cpu::pattern(j * s.k + p + 5);
-    CHECK(mem.gemm(s) == Approx(want).epsilon(1e-6));
+    for (int64_t tile = 0; tile < t.tiles(); ++tile) {
+      const int64_t b = tile / (t.m_tiles * t.n_tiles), mi = tile / t.n_tiles % t.m_tiles, ni = tile % t.n_tiles;
+      const int64_t rows = std::min(t.rows, d.m - mi * t.rows), cols = std::min(t.cols, d.n - ni * t.cols);
+      for (int64_t ki = 0; ki < t.k_tiles; ++ki) {
+        const int64_t depth = std::min(t.depth, d.k - ki * t.depth);
+        const int64_t a0 = cpu::DeviceMemory::tile_offset((b * t.m_tiles + mi) * t.k_tiles + ki, t.rows * t.depth, half);
+        const int64_t b0 = half + cpu::DeviceMemory::tile_offset((b * t.k_tiles + ki) * t.n_tiles + ni, t.depth * t.cols, half);
+        for (int64_t i = 0; i < rows; ++i)
+          for (int64_t j = 0; j < cols; ++j)
+            for (int64_t p = 0; p < depth; ++p) want += cpu::pattern(a0 + p * rows + i) * cpu::pattern(b0 + j * depth + p);
+      }
+    }
+    CHECK(mem.gemm(t) == Approx(want).epsilon(1e-5));
     // Split over two parts, the sums add up to the whole.
-    CHECK(mem.gemm(s, 0, 2) + mem.gemm(s, 1, 2) == Approx(want).epsilon(1e-6));
+    CHECK(mem.gemm(t, 0, 0, 2) + mem.gemm(t, 0, 1, 2) == Approx(want).epsilon(1e-5));
+    // Each op's operands come after the last one's, back at the start after a rewind.
+    CHECK(mem.take_operands(t) == 0);
+    const int64_t next = mem.take_operands(t);
+    CHECK(next > 0);
+    CHECK(mem.gemm(t, next) != Approx(want).epsilon(1e-5));
+    mem.rewind();
+    CHECK(mem.take_operands(t) == 0);
   }
   SECTION("streaming and copies against references") {
     cpu::DeviceMemory mem(1 << 16);
@@ -269,11 +313,18 @@ TEST_CASE("sim::replay::cpu: kernels compute real values", "[replay]") {
     plan.devices.push_back({.name = "cpu0", .kind = "cpu", .ops = {0, 1}});
     plan.ops.push_back({.name = "mm", .device = 0, .kernel = KernelKind::compute, .flops = 2e4});
     plan.ops.push_back({.name = "st", .device = 0, .kernel = KernelKind::memory, .bytes = 8000, .after_ops = {0}});
+    // A known shape runs as given, not as the square product of its FLOPs.
+    const graphs::GemmDims skinny{.batch = 3, .m = 40, .n = 2, .k = 50};
+    plan.ops.push_back({.name = "bmm", .device = 0, .kernel = KernelKind::compute, .flops = skinny.flops(), .gemm = skinny,
+                        .after_ops = {1}});
+    plan.devices[0].ops.push_back(2);
     const ReplayResult r = cpu::replay(plan, fast_options());
-    cpu::DeviceMemory fresh(1 << 16);
-    const double want = fresh.gemm(cpu::gemm_shape(2e4)) + fresh.stream(fresh.take(1000), 1000);
+    cpu::DeviceMemory fresh(fast_options().arena_bytes);
+    const cpu::GemmTiling square = fresh.tiling(graphs::square_dims(2e4)), shaped = fresh.tiling(skinny);
+    const double want = fresh.gemm(square, fresh.take_operands(square)) + fresh.stream(fresh.take(1000), 1000) +
+                        fresh.gemm(shaped, fresh.take_operands(shaped));
     CHECK(r.device_checksum.at(0) == Approx(want).epsilon(1e-9));
-    CHECK(r.flops_done == cpu::gemm_shape(2e4).flops());
+    CHECK(r.flops_done == graphs::square_dims(2e4).flops() + skinny.flops());
     CHECK(r.bytes_streamed == 8000);
   }
 }
@@ -301,6 +352,41 @@ TEST_CASE("sim::replay::calibrate: the fits recover known models", "[replay]") {
   CHECK(slow.curve.at(1e5) * slow.bandwidth_bytes_per_s * (points[8].time_s - slow.latency_s) == Approx(1e5).epsilon(1e-9));
   CHECK(slow.curve_mape > 0.3);  // the middle point, left out, is predicted from its neighbours: twice as fast
   CHECK_THROWS_WITH(fit_roofline(std::vector<CalibrationPoint>{{"compute", 1e4, 1e-6}}), Contains("memory points"));
+
+  // Shapes priced at the square product's time plus known costs per element of A, B and C beyond its own:
+  // the fit finds the costs, and the cost model then prices a shape it was not fitted on as the truth does.
+  const std::array<double, 3> per_element{4e-10, 1e-10, 6e-10};
+  Device device{.name = "d", .kind = "cpu", .peak_flops_per_s = flops_per_s, .memory_bandwidth_bytes_per_s = bandwidth,
+                .gemm_element_s = per_element};
+  auto truth_s = [&](const graphs::GemmDims& d) { return shaped_time_s(d.flops() / flops_per_s, d, device) + launch_s; };
+  for (const graphs::GemmDims& d : {graphs::GemmDims{1, 16384, 256, 16}, {1, 16384, 16, 512}, {1, 16, 2048, 2048},
+                                    {1, 65536, 64, 64}, {64, 96, 96, 64}})
+    points.push_back({.what = "shape", .size = d.flops(), .time_s = truth_s(d), .gemm = d});
+  const ShapeFit shapes = fit_shapes(points, roof, fit_curves(points, roof));
+  for (size_t i = 0; i < 3; ++i) CHECK(shapes.element_s[i] == Approx(per_element[i]).epsilon(1e-6));
+  CHECK(shapes.mape < 1e-6);
+  CHECK(shapes.leave_one_out_mape < 1e-6);
+  CHECK(shapes.used);
+  CHECK(shapes.square_mape > 0.1);
+  // Shapes faster than their square products: no cost per element (>= 0) explains them, and costs that
+  // predict a shape left out no better than the square product are not used.
+  std::vector<CalibrationPoint> noise(points.begin(), points.end() - 5);
+  for (const graphs::GemmDims& d : {graphs::GemmDims{1, 16384, 256, 16}, {1, 16384, 16, 512}, {1, 16, 2048, 2048},
+                                    {1, 65536, 64, 64}, {64, 96, 96, 64}}) {
+    const double square_s = d.flops() / flops_per_s + launch_s;
+    noise.push_back({.what = "shape", .size = d.flops(), .time_s = 0.8 * square_s, .gemm = d});
+  }
+  const ShapeFit unexplained = fit_shapes(noise, roof, fit_curves(noise, roof));
+  CHECK_FALSE(unexplained.used);
+  CHECK(unexplained.element_s == std::array<double, 3>{0, 0, 0});
+  CHECK(unexplained.leave_one_out_mape >= unexplained.square_mape);
+  const graphs::GemmDims held_out{1, 25088, 64, 147}, square = graphs::square_dims(held_out.flops());
+  CHECK(shaped_time_s(held_out.flops() / flops_per_s, held_out, device) > 1.05 * held_out.flops() / flops_per_s);
+  CHECK(shaped_time_s(square.flops() / flops_per_s, square, device) == Approx(square.flops() / flops_per_s));
+  Device plain = device;
+  plain.gemm_element_s = {0, 0, 0};
+  CHECK(shaped_time_s(1e-3, held_out, plain) == 1e-3);
+  CHECK(fit_shapes(std::vector<CalibrationPoint>{}, roof, {}).element_s == std::array<double, 3>{0, 0, 0});
 }
 
 TEST_CASE("sim::replay::calibrate: a quick calibration gives a valid cluster", "[replay]") {
@@ -318,7 +404,7 @@ TEST_CASE("sim::replay::calibrate: a quick calibration gives a valid cluster", "
   CHECK_FALSE(cluster.device(0).copy_engine);
   // The cores share the host's memory: their own curves were measured alone, the contended ones together.
   REQUIRE(cal.alone);
-  CHECK(cal.points.size() == 20);  // and launch, 3 compute and 3 memory sizes alone
+  CHECK(cal.points.size() == 24);  // and 4 shapes, and launch, 3 compute and 3 memory sizes alone
   CHECK(cluster.device(1).memory_domain == "host");
   CHECK(cluster.device(1).efficiency_curves.at("elementwise").efficiency ==
         cal.alone->curves.at("elementwise").efficiency);
@@ -327,7 +413,12 @@ TEST_CASE("sim::replay::calibrate: a quick calibration gives a valid cluster", "
   options.contention = false;  // the default: one sweep, with every device running, and no domain
   const Calibration plain = calibrate("cpu", options);
   CHECK_FALSE(plain.alone);
-  CHECK(plain.points.size() == 13);  // launch, 3 compute, 3 memory, 3 copy sizes, and 3 copies beside a busy core
+  // launch, 3 compute, 3 memory, 4 shapes, 3 copy sizes, and 3 copies beside a busy core
+  CHECK(plain.points.size() == 17);
+  // The shapes' fit gives the devices their per-element costs and is recorded with its errors.
+  CHECK(std::count_if(plain.points.begin(), plain.points.end(), [](const CalibrationPoint& p) { return p.gemm.known(); }) == 4);
+  CHECK(calibrated_cluster(plain).device(0).gemm_element_s == plain.shapes.element_s);
+  CHECK(plain.shapes.square_mape > 0);
   CHECK(calibrated_cluster(plain).link(0).loaded_efficiency_curve.size.size() == 3);
   CHECK(calibrated_cluster(plain).device(0).memory_domain.empty());
   CHECK(cluster.link(0).efficiency_curve.size.size() == 3);
@@ -478,4 +569,42 @@ TEST_CASE("sim::replay::cuda: a long host-GPU ping-pong neither hangs nor runs o
   const ReplayResult r = run_replay(plan, "cuda", fast_options());
   CHECK(r.step_time_s > 0);
   check_order(plan, r);
+}
+
+TEST_CASE("sim::replay::cuda: the GEMM kernel computes the product of its shape", "[replay][cuda]") {
+  std::string why;
+  if (cuda::device_count(&why) == 0) {
+    WARN("skipped: no CUDA GPU (" << why << ")");
+    return;
+  }
+  // One GPU op per shape: ragged (edge tiles in m, n and k), and one whose single output tile is split along
+  // k over the GPU. The kernel's layout (kernels.cu): 64 x 64 C tiles, k steps of 16; A's step tiles in the
+  // first half of the arena's 1024-float slots, B's in the second, filled with pattern(i); the checksum sums
+  // C's valid elements (of every split's partial tile).
+  constexpr int64_t kTile = 64, kDepth = 16, kSlotFloats = kTile * kDepth;
+  const ReplayOptions options = fast_options();
+  for (const graphs::GemmDims& d : {graphs::GemmDims{2, 70, 90, 40}, {1, 16, 64, 1024}}) {
+    CAPTURE(d.batch, d.m, d.n, d.k);
+    ReplayPlan plan{.graph = "gemm", .cluster = "one"};
+    plan.devices.push_back({.name = "gpu0", .kind = "gpu", .ops = {0}});
+    plan.ops.push_back({.name = "bmm", .device = 0, .kernel = KernelKind::compute, .flops = d.flops(), .gemm = d});
+    const ReplayResult r = run_replay(plan, "cuda", options);
+    const int64_t slots = static_cast<int64_t>(options.arena_bytes / 8) / kSlotFloats, half = slots / 2;
+    const int64_t m_tiles = (d.m + kTile - 1) / kTile, n_tiles = (d.n + kTile - 1) / kTile, k_tiles = (d.k + kDepth - 1) / kDepth;
+    double want = 0;
+    for (int64_t b = 0; b < d.batch; ++b)
+      for (int64_t mi = 0; mi < m_tiles; ++mi)
+        for (int64_t ni = 0; ni < n_tiles; ++ni)
+          for (int64_t row = 0; row < std::min(kTile, d.m - mi * kTile); ++row)
+            for (int64_t col = 0; col < std::min(kTile, d.n - ni * kTile); ++col)
+              for (int64_t ki = 0; ki < k_tiles; ++ki) {
+                const int64_t a = ((b * m_tiles + mi) * k_tiles + ki) % half * kSlotFloats;
+                const int64_t bt = half * kSlotFloats + ((b * k_tiles + ki) * n_tiles + ni) % half * kSlotFloats;
+                for (int64_t p = 0; p < kDepth; ++p)
+                  want += double{cpu::pattern(a + p * kTile + row)} * cpu::pattern(bt + p * kTile + col);
+              }
+    CHECK(r.device_checksum.at(0) == Approx(want).epsilon(1e-4));
+    // Ragged tiles are computed whole.
+    CHECK(r.flops_done == 2.0 * d.batch * (m_tiles * kTile) * (n_tiles * kTile) * (k_tiles * kDepth));
+  }
 }

@@ -73,7 +73,7 @@ void pin_current_thread(int cpu) {
 /** The work of one op, fixed before the runs. */
 struct OpWork {
   KernelKind kernel = KernelKind::none;
-  GemmShape gemm;
+  GemmTiling gemm;
   int64_t elements = 0;
 };
 
@@ -94,15 +94,15 @@ class Runner {
         op_start_(runs_ * n_ops_), op_end_(runs_ * n_ops_),
         transfer_start_(runs_ * n_transfers_), transfer_end_(runs_ * n_transfers_),
         checksum_(plan.devices.size(), 0.0), base_(Clock::now()) {
-    for (const PlanOp& op : plan.ops) {
-      OpWork w{.kernel = op.kernel};
-      if (op.kernel == KernelKind::compute) w.gemm = gemm_shape(op.flops);
-      if (op.kernel == KernelKind::memory) w.elements = stream_elements(op.bytes);
-      work_.push_back(w);
-    }
     for (size_t d = 0; d < plan.devices.size(); ++d) {
       memory_.push_back(std::make_unique<DeviceMemory>(options.arena_bytes, options.threads_per_device));
       arenas_.push_back(std::make_unique<tbb::task_arena>(options.threads_per_device, 1));
+    }
+    for (const PlanOp& op : plan.ops) {
+      OpWork w{.kernel = op.kernel};
+      if (op.kernel == KernelKind::compute) w.gemm = memory_[op.device]->tiling(replay_dims(op));
+      if (op.kernel == KernelKind::memory) w.elements = stream_elements(op.bytes);
+      work_.push_back(w);
     }
     std::map<std::pair<int32_t, int32_t>, size_t> pair_of;
     std::vector<double> pair_bytes;
@@ -200,9 +200,10 @@ class Runner {
     DeviceMemory& mem = *memory_[device];
     const int32_t parts = options_.threads_per_device;
     if (w.kernel == KernelKind::compute) {
-      if (parts == 1) return mem.gemm(w.gemm);
+      const int64_t operands = mem.take_operands(w.gemm);
+      if (parts == 1) return mem.gemm(w.gemm, operands);
       std::vector<double> sums(parts, 0.0);
-      tbb::parallel_for(0, parts, [&](int32_t p) { sums[p] = mem.gemm(w.gemm, p, parts); });
+      tbb::parallel_for(0, parts, [&](int32_t p) { sums[p] = mem.gemm(w.gemm, operands, p, parts); });
       return std::accumulate(sums.begin(), sums.end(), 0.0);
     }
     if (w.kernel == KernelKind::memory) {

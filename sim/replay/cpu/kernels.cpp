@@ -1,5 +1,5 @@
-// The CPU replay kernels (see kernels.h). The GEMM is Eigen's, on tiles that stay in cache, so a
-// compute-bound op runs at the core's GEMM rate; the streaming kernel walks a ring larger than the
+// The CPU replay kernels (see kernels.h). The GEMM is Eigen's, on the op's own shape over operands in
+// the arena, so a compute-bound op runs at the rate its shape gets; the streaming kernel walks a ring larger than the
 // caches, so a memory-bound op runs at memory bandwidth whatever its size.
 #include "sim/replay/cpu/kernels.h"
 
@@ -22,52 +22,92 @@ int64_t elements_of(double bytes, double size) {
   return std::max<int64_t>(1, std::llround(std::min(bytes, kMaxAmount) / size));
 }
 
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Cuts `size` into the fewest pieces of at most `limit` (>= 1) and returns the piece size, a multiple of 8
+// where it can be so that Eigen gets round tiles.
+int64_t piece(int64_t size, int64_t limit) {
+  if (size <= limit) return size;
+  int64_t p = ceil_div(size, ceil_div(size, limit));
+  if (p > 8 && p % 8 != 0 && p + 8 - p % 8 <= limit) p += 8 - p % 8;
+  return p;
+}
+
 }  // namespace
 
-GemmShape gemm_shape(double flops) {
-  if (!(flops > 0)) return {};
-  flops = std::min(flops, kMaxAmount);  // as in elements_of: reps must fit int64
-  // Full tiles are kMaxTile x kMaxTile (reps of them, k taking up the rest: 0.75 n <= k < 1.5 n); a
-  // smaller op is one tile with n a multiple of 8. Eigen runs a ragged tile (n = 127) 15% slower than
-  // n = 128, so sizes calibration measured at would otherwise run slower than the round sizes of real
-  // models' products.
-  const double tile_flops = 2.0 * kMaxTile * kMaxTile * kMaxTile;
-  const auto reps = std::max<int64_t>(1, std::llround(flops / tile_flops));
-  const double per_rep = flops / static_cast<double>(reps);
-  int64_t n = kMaxTile;
-  if (flops < tile_flops) {
-    n = std::clamp<int64_t>(static_cast<int64_t>(std::cbrt(per_rep / 2)), 1, kMaxTile);
-    if (n >= 8) n -= n % 8;
-  }
-  // k matches the FLOPs to within half a column; below (n + 8)^3 / n^2 <= 2 kMaxTile for a small op.
-  const int64_t k = std::clamp<int64_t>(std::llround(per_rep / (2.0 * static_cast<double>(n * n))), 1, 2 * kMaxTile);
-  return {n, k, reps};
+GemmTiling gemm_tiling(const graphs::GemmDims& dims, int64_t tile_floats) {
+  if (!dims.known()) return {};
+  const int64_t q = std::max<int64_t>(64, tile_floats);
+  GemmTiling t{.dims = dims};
+  // k is cut only for products too deep for 64 columns of a tile; then n to fit B's tile, then m to fit A's and C's.
+  t.depth = piece(dims.k, std::max<int64_t>(1, q / 64));
+  t.cols = piece(dims.n, std::max<int64_t>(1, q / t.depth));
+  t.rows = piece(dims.m, std::max<int64_t>(1, q / std::max(t.depth, t.cols)));
+  t.m_tiles = ceil_div(dims.m, t.rows);
+  t.n_tiles = ceil_div(dims.n, t.cols);
+  t.k_tiles = ceil_div(dims.k, t.depth);
+  return t;
 }
 
 int64_t stream_elements(double bytes) { return elements_of(bytes, 8); }
 
-DeviceMemory::DeviceMemory(double arena_bytes, int32_t threads)
-    : a_(kMaxTile * 2 * kMaxTile), b_(2 * kMaxTile * kMaxTile),
-      c_(std::max(1, threads), std::vector<float>(kMaxTile * kMaxTile)) {
+DeviceMemory::DeviceMemory(double arena_bytes, int32_t threads) : threads_(std::max(1, threads)) {
   const auto half = std::max<int64_t>(1024, static_cast<int64_t>(arena_bytes / 8));
   src_.resize(half);
   dst_.resize(half);
-  for (size_t i = 0; i < a_.size(); ++i) a_[i] = pattern(static_cast<int64_t>(i));
-  for (size_t i = 0; i < b_.size(); ++i) b_[i] = pattern(static_cast<int64_t>(i) + 5);
   for (size_t i = 0; i < src_.size(); ++i) src_[i] = pattern(static_cast<int64_t>(i));
   std::fill(dst_.begin(), dst_.end(), 0.0f);  // touch every page now, not in the first run
 }
 
-double DeviceMemory::gemm(const GemmShape& shape, int32_t part, int32_t parts) {
-  // Part p runs reps p, p + parts, ...: n = rows of A and C, k = inner dimension, n = columns of B and C.
-  const int64_t reps = shape.reps / parts + (part < shape.reps % parts ? 1 : 0);
-  if (reps == 0) return 0;
-  Eigen::Map<const Eigen::MatrixXf> a(a_.data(), shape.n, shape.k);
-  Eigen::Map<const Eigen::MatrixXf> b(b_.data(), shape.k, shape.n);
-  Eigen::Map<Eigen::MatrixXf> c(c_[part].data(), shape.n, shape.n);
-  c.setZero();
-  for (int64_t r = 0; r < reps; ++r) c.noalias() += a * b;
-  return c.cast<double>().sum();
+GemmTiling DeviceMemory::tiling(const graphs::GemmDims& dims) const {
+  GemmTiling t = gemm_tiling(dims, arena_floats() / std::max(4, threads_));
+  // Each thread gets a tile where the product has rows enough: halve the row blocks until it does.
+  while (t.tiles() < threads_ && t.rows > 8) {
+    t.rows = piece(dims.m, std::max<int64_t>(8, t.rows / 2));
+    t.m_tiles = ceil_div(dims.m, t.rows);
+  }
+  return t;
+}
+
+int64_t DeviceMemory::tile_offset(int64_t index, int64_t tile_floats, int64_t region_floats) {
+  const int64_t slots = std::max<int64_t>(1, region_floats / std::max<int64_t>(1, tile_floats));
+  return (index % slots) * tile_floats;
+}
+
+int64_t DeviceMemory::take_operands(const GemmTiling& t) {
+  const int64_t begin = operand_cursor_;
+  const double floats = static_cast<double>(t.dims.batch) * static_cast<double>(t.dims.k) *
+                        static_cast<double>(std::max(t.dims.m, t.dims.n));
+  const int64_t region = arena_floats() / 2;
+  operand_cursor_ = (operand_cursor_ + static_cast<int64_t>(std::fmod(floats, static_cast<double>(region)))) % region;
+  return begin;
+}
+
+double DeviceMemory::gemm(const GemmTiling& t, int64_t operands, int32_t part, int32_t parts) {
+  // A tiles in the source half's first half, B tiles in its second, each from the op's own start (in floats).
+  const int64_t half = arena_floats() / 2, slice = arena_floats() / threads_;
+  const float* a_region = src_.data();
+  const float* b_region = src_.data() + half;
+  float* c_region = dst_.data() + part * slice;
+  const int64_t a_tile = t.rows * t.depth, b_tile = t.depth * t.cols, c_tile = t.rows * t.cols;
+  const int64_t a0 = operands / std::max<int64_t>(1, a_tile), b0 = operands / std::max<int64_t>(1, b_tile);  // in tiles
+  double sum = 0;
+  int64_t written = 0;  // this part's result tiles so far: where the next one goes in its slice
+  for (int64_t tile = part; tile < t.tiles(); tile += parts) {
+    const int64_t b = tile / (t.m_tiles * t.n_tiles), mi = tile / t.n_tiles % t.m_tiles, ni = tile % t.n_tiles;
+    const int64_t rows = std::min(t.rows, t.dims.m - mi * t.rows), cols = std::min(t.cols, t.dims.n - ni * t.cols);
+    Eigen::Map<Eigen::MatrixXf> c(c_region + tile_offset(written++, c_tile, slice), rows, cols);
+    for (int64_t ki = 0; ki < t.k_tiles; ++ki) {
+      const int64_t depth = std::min(t.depth, t.dims.k - ki * t.depth);
+      // The same operand tile for the same (batch, row or column block, k block): reused as a real GEMM reuses it.
+      Eigen::Map<const Eigen::MatrixXf> a(a_region + tile_offset(a0 + (b * t.m_tiles + mi) * t.k_tiles + ki, a_tile, half), rows, depth);
+      Eigen::Map<const Eigen::MatrixXf> bm(b_region + tile_offset(b0 + (b * t.k_tiles + ki) * t.n_tiles + ni, b_tile, half), depth, cols);
+      if (ki == 0) c.noalias() = a * bm;
+      else c.noalias() += a * bm;
+    }
+    sum += static_cast<double>(c.sum());
+  }
+  return sum;
 }
 
 int64_t DeviceMemory::take(int64_t elements) {

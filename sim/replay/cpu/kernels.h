@@ -1,39 +1,58 @@
-// The CPU replay kernels: a GEMM sized to an op's FLOPs, a streaming kernel sized to its bytes and a
-// copy for transfers, each over buffers a device owns. Every kernel returns a checksum of what it
+// The CPU replay kernels: a GEMM of an op's shape (or, without one, of its FLOPs), a streaming kernel
+// sized to its bytes and a copy for transfers, each over buffers a device owns. Every kernel returns a checksum of what it
 // wrote, which the executor adds up and reports, so no kernel can be optimised away.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "graphs/graph.h"
+
 namespace placelab::sim::replay::cpu {
 
-/** C (n x n) += A (n x k) * B (k x n), `reps` times: 2 n^2 k reps FLOPs. */
-struct GemmShape {
-  int64_t n = 0, k = 0, reps = 0;
-  double flops() const { return 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(k) * static_cast<double>(reps); }
+/**
+ * A GEMM cut into tiles that fit a device's arena: for each of the batch products, m_tiles x n_tiles
+ * output tiles of at most rows x cols, each the sum of k_tiles products over at most `depth` of k. The
+ * operands are read from the arena and the result written to it, so a large product moves its data
+ * through memory as a real one does, and a skinny one runs at the rate its shape allows.
+ */
+struct GemmTiling {
+  graphs::GemmDims dims;
+  int64_t rows = 0, cols = 0, depth = 0;
+  int64_t m_tiles = 0, n_tiles = 0, k_tiles = 0;
+  int64_t tiles() const { return dims.batch * m_tiles * n_tiles; }
+  double flops() const { return dims.known() ? dims.flops() : 0; }
 };
 
-/** Largest n of a GEMM tile (its operands, ~200 KB, stay in the L2 cache). */
-inline constexpr int64_t kMaxTile = 128;
-
-/** The GEMM whose FLOPs are closest to `flops`: reps tiles of at most kMaxTile (zero shape for 0). */
-GemmShape gemm_shape(double flops);
+/** How `dims` is cut so that no operand tile holds more than `tile_floats` floats (zero tiling for unknown dims). */
+GemmTiling gemm_tiling(const graphs::GemmDims& dims, int64_t tile_floats);
 
 /** Elements a streaming kernel touches for `bytes`: each reads 4 bytes and writes 4 (0 for 0). */
 int64_t stream_elements(double bytes);
 
 /**
- * Memory a CPU replay device owns: GEMM operands (one result tile per thread of the device) and a
- * streaming arena, read-only source half and destination half, walked by a ring cursor.
+ * Memory a CPU replay device owns: an arena split into a read-only source half (GEMM operands; the source
+ * of streams and copies) and a destination half (GEMM results, one slice per thread; streams' writes),
+ * walked by ring cursors.
  */
 class DeviceMemory {
  public:
-  /** `arena_bytes` split between the two halves; `threads` result tiles for parallel GEMMs. */
+  /** `arena_bytes` split between the two halves; `threads` slices of the destination for parallel GEMMs. */
   explicit DeviceMemory(double arena_bytes, int32_t threads = 1);
 
-  /** Runs part `part` (< threads) of `parts` of the GEMM's reps into that part's tile (reset first); returns its sum. */
-  double gemm(const GemmShape& shape, int32_t part = 0, int32_t parts = 1);
+  /** The tiling of `dims` on this device: each operand tile fits a quarter of the arena and a thread's slice. */
+  GemmTiling tiling(const graphs::GemmDims& dims) const;
+  /**
+   * Takes the operand tiles of one GEMM: where in the source half they begin, after the last GEMM's, so
+   * that each op reads operands of its own (as a graph's ops read their own tensors), not ones the op
+   * before left in the caches.
+   */
+  int64_t take_operands(const GemmTiling& tiling);
+  /**
+   * Runs tiles part, part + parts, ... of the GEMM (part < threads) over operands from `operands` (of
+   * take_operands) and returns the sum of their results.
+   */
+  double gemm(const GemmTiling& tiling, int64_t operands = 0, int32_t part = 0, int32_t parts = 1);
   /** Takes `elements` positions of the ring for a streaming kernel; returns where they begin. */
   int64_t take(int64_t elements);
   /** dst[i] = 0.5 src[i] + 1 over `elements` ring positions from `begin`; returns the sum written. */
@@ -44,16 +63,17 @@ class DeviceMemory {
    * copies may run beside this device's kernels. Returns the sum of one copied float per 4 KiB.
    */
   double copy_to(float* dst, int64_t dst_floats, int64_t* src_cursor, int64_t* dst_cursor, double bytes) const;
-  /** Puts the streaming cursor back at the start (each run touches the same data). */
-  void rewind() { stream_cursor_ = 0; }
+  /** Puts the streaming and operand cursors back at the start (each run touches the same data). */
+  void rewind() { stream_cursor_ = operand_cursor_ = 0; }
 
   int64_t arena_floats() const { return static_cast<int64_t>(src_.size()); }
+  /** Where tile `index` of `tile_floats` floats starts in a region of `region_floats`: in turn, wrapping. */
+  static int64_t tile_offset(int64_t index, int64_t tile_floats, int64_t region_floats);
 
  private:
-  std::vector<float> a_, b_;               // kMaxTile x 2 kMaxTile and 2 kMaxTile x kMaxTile
-  std::vector<std::vector<float>> c_;      // one kMaxTile^2 result tile per thread
-  std::vector<float> src_, dst_;           // the streaming arena's halves
-  int64_t stream_cursor_ = 0;
+  int32_t threads_;
+  std::vector<float> src_, dst_;           // the arena's halves
+  int64_t stream_cursor_ = 0, operand_cursor_ = 0;
 };
 
 /** The value DeviceMemory puts at position i of every buffer: small, exact in float, not constant. */

@@ -101,18 +101,20 @@ class GateWatch {
   std::thread thread_;
 };
 
+GemmSize gemm_size(const graphs::GemmDims& d) { return {.batch = d.batch, .m = d.m, .n = d.n, .k = d.k}; }
+
 /** What a host function of a "cpu" device needs. */
 struct HostOp {
   cpu::DeviceMemory* memory = nullptr;
   KernelKind kernel = KernelKind::none;
-  cpu::GemmShape gemm;
+  cpu::GemmTiling gemm;
   int64_t elements = 0;
   double* checksum = nullptr;
 };
 
 void CUDART_CB run_host_op(void* data) {
   auto* op = static_cast<HostOp*>(data);
-  if (op->kernel == KernelKind::compute) *op->checksum += op->memory->gemm(op->gemm);
+  if (op->kernel == KernelKind::compute) *op->checksum += op->memory->gemm(op->gemm, op->memory->take_operands(op->gemm));
   if (op->kernel == KernelKind::memory) *op->checksum += op->memory->stream(op->memory->take(op->elements), op->elements);
 }
 
@@ -155,6 +157,11 @@ class Runner {
       dev.gpu = dev.host ? 0 : next_gpu++;
       devices_.push_back(std::move(dev));
     }
+    for (const PlanOp& op : plan.ops)
+      if (op.kernel == KernelKind::compute && !devices_[op.device].host &&
+          replay_dims(op).n > kMaxGemmColumnTiles * kGemmTile)
+        throw Error(fmt::format("replay --backend cuda: op \"{}\" has n = {} columns, more than the GEMM kernel's {}; "
+                                "swap its gemm dims' m and n", op.name, replay_dims(op).n, kMaxGemmColumnTiles * kGemmTile));
     gpus_used_ = std::max(1, next_gpu);
     try {
       allocate();
@@ -203,7 +210,7 @@ class Runner {
       out.device_busy_s[plan_.ops[i].device] += out.op_end_s[i] - out.op_start_s[i];
       const Device& d = devices_[plan_.ops[i].device];
       if (plan_.ops[i].kernel == KernelKind::compute)
-        out.flops_done += d.host ? cpu::gemm_shape(plan_.ops[i].flops).flops() : compute_launch(plan_.ops[i].flops, d.sms).flops();
+        out.flops_done += d.host ? replay_dims(plan_.ops[i]).flops() : gemm_flops_executed(gemm_size(replay_dims(plan_.ops[i])));
       if (plan_.ops[i].kernel == KernelKind::memory) out.bytes_streamed += 8.0 * static_cast<double>(cpu::stream_elements(plan_.ops[i].bytes));
     }
     for (const PlanTransfer& x : plan_.transfers) out.bytes_copied += 4.0 * static_cast<double>(floats_of(x.bytes));
@@ -314,7 +321,7 @@ class Runner {
       const PlanOp& op = plan_.ops[i];
       Device& d = devices_[op.device];
       if (!d.host) continue;
-      host_ops_[i] = {.memory = d.memory.get(), .kernel = op.kernel, .gemm = cpu::gemm_shape(op.flops),
+      host_ops_[i] = {.memory = d.memory.get(), .kernel = op.kernel, .gemm = d.memory->tiling(replay_dims(op)),
                       .elements = op.kernel == KernelKind::memory ? cpu::stream_elements(op.bytes) : 0,
                       .checksum = &d.host_checksum};
     }
@@ -385,10 +392,11 @@ class Runner {
       PLACELAB_CUDA_CHECK(cudaSetDevice(p.gpu));
       PLACELAB_CUDA_CHECK(cudaStreamWaitEvent(p.stream, zero_[p.gpu], 0));
     }
-    std::vector<int64_t> cursor(devices_.size(), 0), src_cursor(pairs_.size(), 0), dst_cursor(pairs_.size(), 0);
+    std::vector<int64_t> cursor(devices_.size(), 0), operand_cursor(devices_.size(), 0);
+    std::vector<int64_t> src_cursor(pairs_.size(), 0), dst_cursor(pairs_.size(), 0);
     for (int32_t v : order_) {
       if (v < n) {
-        enqueue_op(v, cursor);
+        enqueue_op(v, cursor, operand_cursor);
       } else {
         enqueue_transfer(v - n, src_cursor, dst_cursor);
       }
@@ -403,7 +411,7 @@ class Runner {
     return stalled;
   }
 
-  void enqueue_op(int32_t i, std::vector<int64_t>& cursor) {
+  void enqueue_op(int32_t i, std::vector<int64_t>& cursor, std::vector<int64_t>& operand_cursor) {
     const PlanOp& op = plan_.ops[i];
     Device& d = devices_[op.device];
     PLACELAB_CUDA_CHECK(cudaSetDevice(d.gpu));
@@ -415,7 +423,11 @@ class Runner {
     if (d.host) {
       PLACELAB_CUDA_CHECK(cudaLaunchHostFunc(d.stream, run_host_op, &host_ops_[i]));
     } else if (op.kernel == KernelKind::compute) {
-      PLACELAB_CUDA_CHECK(launch_compute(compute_launch(op.flops, d.sms), d.checksum, d.stream));
+      // Each op's operands after the last one's, as on the CPU: not the ones the op before left in the L2.
+      const graphs::GemmDims dims = replay_dims(op);
+      PLACELAB_CUDA_CHECK(launch_gemm(gemm_size(dims), d.src, d.arena_floats, operand_cursor[op.device], d.dst, d.arena_floats, d.checksum, d.sms, d.stream));
+      const double floats = static_cast<double>(dims.batch) * static_cast<double>(dims.k) * static_cast<double>(std::max(dims.m, dims.n));
+      operand_cursor[op.device] = (operand_cursor[op.device] + static_cast<int64_t>(std::fmod(floats, static_cast<double>(d.arena_floats)))) % d.arena_floats;
     } else if (op.kernel == KernelKind::memory) {
       const int64_t elements = cpu::stream_elements(op.bytes);
       PLACELAB_CUDA_CHECK(launch_stream(d.src, d.dst, d.arena_floats, cursor[op.device], elements, d.checksum, d.sms, d.stream));

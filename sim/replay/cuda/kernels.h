@@ -1,5 +1,5 @@
 // The CUDA replay kernels behind a plain C++ interface (kernels.cu is the only file nvcc compiles):
-// an FMA-chain kernel sized to an op's FLOPs, a streaming kernel sized to its bytes, an empty kernel
+// a tiled GEMM of an op's shape, a streaming kernel sized to its bytes, an empty kernel
 // (a launch), a gate kernel that holds a stream until the host opens it, and a pattern fill. Every
 // kernel with work adds a checksum of its results to a checksum buffer in device memory: one atomic add
 // per block into one of kChecksumSlots slots (a line apart), which the host sums.
@@ -22,19 +22,39 @@ inline constexpr int32_t kChecksumSlots = 32;
 inline constexpr int32_t kChecksumStride = 16;
 inline constexpr int32_t kChecksumDoubles = kChecksumSlots * kChecksumStride;
 
-/** Grid of the compute kernel: blocks x threads threads, each running `iters` iterations of 4 FMAs. */
-struct ComputeLaunch {
-  int32_t blocks = 0, threads = 0;
-  int64_t iters = 0;
-  /** FLOPs it executes (an FMA is 2). */
-  double flops() const { return 8.0 * static_cast<double>(blocks) * threads * static_cast<double>(iters); }
+/** Side of the square output tile a block of the GEMM kernel computes, and the depth of one k step. */
+inline constexpr int32_t kGemmTile = 64;
+inline constexpr int32_t kGemmDepth = 16;
+
+/** Most column tiles of one GEMM (CUDA's grid height): n at most 65535 kGemmTile. */
+inline constexpr int64_t kMaxGemmColumnTiles = 65535;
+
+/** The product a GEMM kernel runs (graphs::GemmDims, which nvcc's C++17 cannot include). */
+struct GemmSize {
+  int64_t batch = 0, m = 0, n = 0, k = 0;
 };
 
-/** The launch whose FLOPs are closest to `flops` on a GPU with `sms` multiprocessors (empty for 0). */
-ComputeLaunch compute_launch(double flops, int32_t sms);
+/**
+ * Runs `dims` (batch products of m x k by k x n) as a tiled GEMM: each block computes a kGemmTile-square
+ * tile of C over k in steps of kGemmDepth (over its share of them when gemm_splits cuts k), reading each step's A and B tiles from `src` (a region of
+ * `src_floats` floats, from `operands` on: tile-sized slots in turn, as the CPU kernel does) and writing
+ * C's tile into `dst` (`dst_floats`); ragged edge tiles compute whole and write their valid part. Adds
+ * the sum of the valid C elements to the checksum buffer.
+ */
+cudaError_t launch_gemm(const GemmSize& dims, const float* src, int64_t src_floats, int64_t operands, float* dst,
+                        int64_t dst_floats, double* checksum, int32_t sms, cudaStream_t stream);
 
-/** Runs the compute kernel; adds the sum of its threads' results to the checksum buffer. */
-cudaError_t launch_compute(const ComputeLaunch& launch, double* checksum, cudaStream_t stream);
+/** Fewest k steps (of kGemmDepth) a split of a product along k gets. */
+inline constexpr int64_t kMinSplitSteps = 4;
+
+/**
+ * Parts a product is split into along k on a GPU of `sms` multiprocessors: as cuBLAS does, enough for
+ * two blocks per multiprocessor when its output tiles are fewer, each of at least kMinSplitSteps steps.
+ */
+int64_t gemm_splits(const GemmSize& dims, int32_t sms);
+
+/** FLOPs launch_gemm executes for `dims`: ragged tiles count whole. */
+double gemm_flops_executed(const GemmSize& dims);
 
 /** dst[j] = 0.5 src[j] + 1 for j = (begin + i) mod size, i < elements; adds the sum written to the checksum buffer. */
 cudaError_t launch_stream(const float* src, float* dst, int64_t size, int64_t begin, int64_t elements,
