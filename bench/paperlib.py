@@ -295,17 +295,26 @@ def graph(spec: str):
 GRAPH_CACHE = os.environ.get("PLACELAB_GRAPH_CACHE", os.path.join(tempfile.gettempdir(), "placelab_graphs"))
 
 
+def importer_digest() -> str:
+    """The first 10 hex digits of the SHA-1 of placelab.torch_import's source."""
+    import hashlib
+    import placelab.torch_import
+    with open(placelab.torch_import.__file__, "rb") as f:
+        return hashlib.sha1(f.read()).hexdigest()[:10]
+
+
 def torchvision_graph(spec: str):
     """torchvision model NAME (untrained weights) imported with placelab.from_torch on a batch of B 224x224 images,
     expanded to a training step with training=1. Imports take seconds (tracing runs the model), so the graph is
-    kept in GRAPH_CACHE (the environment's PLACELAB_GRAPH_CACHE, else a folder in the temporary directory)."""
+    kept in GRAPH_CACHE (the environment's PLACELAB_GRAPH_CACHE, else a folder in the temporary directory), under a
+    name that carries a digest of the importer's source: a changed importer (new fields, new formulas) imports again."""
     _, name, rest = spec.split(":", 2)
     params = dict(kv.split("=", 1) for kv in rest.split(",") if kv)
     unknown = set(params) - {"batch", "training"}
     if unknown:
         raise SystemExit(f"{spec}: unknown parameter {sorted(unknown)[0]} (torchvision graphs take batch and training)")
     batch, training = int(params.get("batch", 32)), params.get("training", "0") == "1"
-    label = f"torchvision_{name}_b{batch}" + ("_training" if training else "")
+    label = f"torchvision_{name}_b{batch}" + ("_training" if training else "") + f"_{importer_digest()}"
     path = os.path.join(GRAPH_CACHE, label + ".json")
     if os.path.exists(path):
         return placelab.read_graph(path)

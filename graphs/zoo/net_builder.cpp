@@ -143,8 +143,8 @@ Tensor NetBuilder::depthwise_conv2d(const Tensor& x, int64_t kernel, int64_t str
   return op({.type = "DepthwiseConv2dNative",
              .out = {n, h, w, c},
              .flops = 2 * outputs * static_cast<double>(kernel * kernel),
-             .param_elements = static_cast<double>(kernel * kernel * c),
-             .gemm = {.batch = c, .m = n * h * w, .n = 1, .k = kernel * kernel}},
+             // No gemm dims: libraries run it as a direct, memory-bound kernel, not as products of one column.
+             .param_elements = static_cast<double>(kernel * kernel * c)},
             {x});
 }
 

@@ -252,9 +252,11 @@ def _product_dims(a, b, out):
 
 
 def _conv_dims(out, out_channels, in_channels, groups, kernel):
-    """The implicit GEMM of a convolution: [groups, N * output positions, Cout / groups, Cin / groups * kernel]."""
+    """The implicit GEMM of a convolution: [groups, N * output positions, Cout / groups, Cin / groups * kernel]; None
+    for a depthwise one (one output channel per group), which libraries run as a direct, memory-bound kernel, not
+    as products of one column."""
     positions = _numel(out) // out_channels
-    if positions == 0:
+    if positions == 0 or out_channels // groups == 1:
         return None
     return [groups, positions, out_channels // groups, in_channels // groups * math.prod(kernel)]
 
