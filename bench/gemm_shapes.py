@@ -113,8 +113,9 @@ def main():
                      "predicted_s": shaped[keys[0]], "square_s": plain[keys[0]]})
     err = [abs(r["predicted_s"] / r["measured_s"] - 1) for r in rows]
     sq_err = [abs(r["square_s"] / r["measured_s"] - 1) for r in rows]
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip() or \
-        os.environ.get("PLACELAB_COMMIT", "?")
+    # PLACELAB_COMMIT names the build where the checkout is not it (a bundle run on a GPU machine).
+    commit = os.environ.get("PLACELAB_COMMIT") or subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip() or "?"
     meta = {"command": " ".join(sys.argv), "commit": commit, "date": datetime.datetime.now().isoformat(timespec="minutes"),
             "machine": f"{platform.node()} ({os.cpu_count()} cores)", "load_average_before": load_before,
             "load_average_after": os.getloadavg(), "calibration_shapes": calibration["shapes"]}
