@@ -405,7 +405,7 @@ Cluster cluster_from_json(const nlohmann::json& doc, const std::string& origin) 
     if (d.has("gemm_element_s")) {
       io::JsonNode e = d.at("gemm_element_s");
       if (!e.value().is_array() || e.size() != 3) e.fail("must be [A, B, C]: seconds per element of each operand");
-      for (size_t i = 0; i < 3; ++i) dev.gemm_element_s[i] = e.at(i).as_number();
+      for (size_t j = 0; j < 3; ++j) dev.gemm_element_s[j] = e.at(j).as_number();
     }
     for (auto [key, out] : {std::pair{"efficiency_curves", &dev.efficiency_curves},
                             std::pair{"contended_efficiency_curves", &dev.contended_efficiency_curves}}) {
