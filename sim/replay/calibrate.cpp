@@ -317,7 +317,8 @@ ShapeFit fit_shapes(std::span<const CalibrationPoint> points, const RooflineFit&
   fit.mape /= n, fit.leave_one_out_mape /= n, fit.square_mape /= n;
   // Costs that predict a shape left out no better than pricing it as square describe noise, or a machine
   // whose products' times this model does not follow (a GPU's depend on how many tiles fill it): unused.
-  fit.used = fit.leave_one_out_mape < fit.square_mape;
+  fit.used = fit.leave_one_out_mape < fit.square_mape &&
+             std::any_of(fit.element_s.begin(), fit.element_s.end(), [](double e) { return e > 0; });
   if (!fit.used) fit.element_s = {0, 0, 0};
   return fit;
 }
