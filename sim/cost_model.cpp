@@ -46,16 +46,20 @@ RooflineBounds roofline_bounds(const graphs::Graph& graph, graphs::OpId op, cons
   return {compute_s / scale, bytes > 0 ? bytes / (device.memory_bandwidth_bytes_per_s * memory_e * scale) : 0};
 }
 
-double shaped_time_s(double square_s, const graphs::GemmDims& d, const Device& device) {
-  const auto& [a_s, b_s, c_s] = device.gemm_element_s;
-  if (a_s == 0 && b_s == 0 && c_s == 0) return square_s;
+std::array<double, 3> extra_elements(const graphs::GemmDims& d) {
   const graphs::GemmDims sq = graphs::square_dims(d.flops());
   auto elements = [](const graphs::GemmDims& g, int64_t rows, int64_t cols) {
     return static_cast<double>(g.batch) * static_cast<double>(rows) * static_cast<double>(cols);
   };
-  const double extra = a_s * (elements(d, d.m, d.k) - elements(sq, sq.m, sq.k)) +
-                       b_s * (elements(d, d.k, d.n) - elements(sq, sq.k, sq.n)) +
-                       c_s * (elements(d, d.m, d.n) - elements(sq, sq.m, sq.n));
+  return {elements(d, d.m, d.k) - elements(sq, sq.m, sq.k), elements(d, d.k, d.n) - elements(sq, sq.k, sq.n),
+          elements(d, d.m, d.n) - elements(sq, sq.m, sq.n)};
+}
+
+double shaped_time_s(double square_s, const graphs::GemmDims& d, const Device& device) {
+  const auto& [a_s, b_s, c_s] = device.gemm_element_s;
+  if (a_s == 0 && b_s == 0 && c_s == 0) return square_s;
+  const auto [a, b, c] = extra_elements(d);
+  const double extra = a_s * a + b_s * b + c_s * c;
   // The square product has the fewest elements for its FLOPs: no shape runs faster (measured: 0.28-1.0 of its rate).
   return std::max(square_s + extra, square_s);
 }

@@ -4,6 +4,7 @@
 // cost model gets them). Semantics: docs/simulator.md.
 #pragma once
 
+#include <array>
 #include <map>
 #include <memory>
 #include <string>
@@ -47,6 +48,9 @@ RooflineBounds roofline_bounds(const graphs::Graph& graph, graphs::OpId op, cons
  * square's (fewer elements take time off), never below the square's time.
  */
 double shaped_time_s(double square_s, const graphs::GemmDims& dims, const Device& device);
+
+/** Elements of A, B and C that `dims` has beyond the square product of its FLOPs (negative: fewer). */
+std::array<double, 3> extra_elements(const graphs::GemmDims& dims);
 
 /** Knobs of the roofline model. */
 struct RooflineOptions {

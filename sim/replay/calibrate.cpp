@@ -16,6 +16,7 @@
 #include "graphs/error.h"
 #include "graphs/io.h"
 #include "graphs/json_util.h"
+#include "sim/cost_model.h"
 #include "sim/replay/cuda/executor.h"
 
 namespace placelab::sim::replay {
@@ -283,11 +284,7 @@ ShapeFit fit_shapes(std::span<const CalibrationPoint> points, const RooflineFit&
     if (p.what != "shape" || p.device != device || !(p.time_s > 0) || !p.gemm.known()) continue;
     const double f = p.gemm.flops();
     const double e = gemm_curve != curves.curves.end() ? gemm_curve->second.at(f) : 1;
-    const graphs::GemmDims& d = p.gemm;
-    const graphs::GemmDims q = graphs::square_dims(f);
-    auto el = [](const graphs::GemmDims& g, int64_t r, int64_t c) { return static_cast<double>(g.batch) * static_cast<double>(r) * static_cast<double>(c); };
-    shaped.push_back({p.time_s, f / (roofline.flops_per_s * e) + roofline.launch_s,
-                      {el(d, d.m, d.k) - el(q, q.m, q.k), el(d, d.k, d.n) - el(q, q.k, q.n), el(d, d.m, d.n) - el(q, q.m, q.n)}});
+    shaped.push_back({p.time_s, f / (roofline.flops_per_s * e) + roofline.launch_s, extra_elements(p.gemm)});
   }
   ShapeFit fit;
   if (shaped.size() < 4) return fit;

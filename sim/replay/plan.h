@@ -4,6 +4,8 @@
 // measured and predicted times can be compared. JSON format placelab.replay v1; see docs/replay.md.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -53,6 +55,15 @@ struct PlanOp {
 
 /** The product a compute kernel runs for `op`: its known shape, else square_dims of its FLOPs. */
 inline graphs::GemmDims replay_dims(const PlanOp& op) { return op.gemm.known() ? op.gemm : graphs::square_dims(op.flops); }
+
+/**
+ * Where the operands of the compute op after one of `dims` start, from `cursor`, in a region of `region`
+ * floats: past this op's (batch k max(m, n) floats), wrapping, so that each op reads operands of its own.
+ */
+inline int64_t next_operands(int64_t cursor, const graphs::GemmDims& dims, int64_t region) {
+  const double floats = static_cast<double>(dims.batch) * static_cast<double>(dims.k) * static_cast<double>(std::max(dims.m, dims.n));
+  return (cursor + static_cast<int64_t>(std::fmod(floats, static_cast<double>(region)))) % region;
+}
 
 /** The output of op `producer` copied from device `src` to device `dst` once the producer has ended. */
 struct PlanTransfer {

@@ -76,10 +76,7 @@ int64_t DeviceMemory::tile_offset(int64_t index, int64_t tile_floats, int64_t re
 
 int64_t DeviceMemory::take_operands(const GemmTiling& t) {
   const int64_t begin = operand_cursor_;
-  const double floats = static_cast<double>(t.dims.batch) * static_cast<double>(t.dims.k) *
-                        static_cast<double>(std::max(t.dims.m, t.dims.n));
-  const int64_t region = arena_floats() / 2;
-  operand_cursor_ = (operand_cursor_ + static_cast<int64_t>(std::fmod(floats, static_cast<double>(region)))) % region;
+  operand_cursor_ = next_operands(operand_cursor_, t.dims, arena_floats() / 2);
   return begin;
 }
 

@@ -426,8 +426,7 @@ class Runner {
       // Each op's operands after the last one's, as on the CPU: not the ones the op before left in the L2.
       const graphs::GemmDims dims = replay_dims(op);
       PLACELAB_CUDA_CHECK(launch_gemm(gemm_size(dims), d.src, d.arena_floats, operand_cursor[op.device], d.dst, d.arena_floats, d.checksum, d.sms, d.stream));
-      const double floats = static_cast<double>(dims.batch) * static_cast<double>(dims.k) * static_cast<double>(std::max(dims.m, dims.n));
-      operand_cursor[op.device] = (operand_cursor[op.device] + static_cast<int64_t>(std::fmod(floats, static_cast<double>(d.arena_floats)))) % d.arena_floats;
+      operand_cursor[op.device] = next_operands(operand_cursor[op.device], dims, d.arena_floats);
     } else if (op.kernel == KernelKind::memory) {
       const int64_t elements = cpu::stream_elements(op.bytes);
       PLACELAB_CUDA_CHECK(launch_stream(d.src, d.dst, d.arena_floats, cursor[op.device], elements, d.checksum, d.sms, d.stream));
