@@ -140,10 +140,19 @@ class Simulator {
   /** One run; with `checkpoints`, saves the state every so many events; `fresh` = false resumes `s`. */
   void run(std::span<const int32_t> device_of, SimScratch& s, SimResult& out, SimObserver* observer,
            SimCheckpoints* checkpoints = nullptr, bool fresh = true) const;
-  /** run() for one mode: kGeneral = false only for the default options without an observer. */
+  /**
+   * run() for one mode (sim/event_loop.cpp): kGeneral = false only for the default options without an
+   * observer (see general()), whose copy of the loop has the other modes' branches compiled out.
+   */
   template <bool kGeneral>
   void run_mode(std::span<const int32_t> device_of, SimScratch& s, SimResult& out, SimObserver* observer,
                 SimCheckpoints* checkpoints, bool fresh) const;
+  /** Whether a run with this observer needs the general mode of the loop. */
+  bool general(const SimObserver* observer) const;
+  /** The state a fresh run starts from, but for the ready queues and the general mode's extras. */
+  void reset_run(const int32_t* device_of, SimScratch& s) const;
+  /** The result facts from the state of a run that has ended. */
+  void finish_run(const SimScratch& s, SimResult& out) const;
 
   const graphs::Graph* graph_;
   const Cluster* cluster_;

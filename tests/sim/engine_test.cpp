@@ -678,3 +678,66 @@ TEST_CASE("sim::Simulator: many devices (event tree) and few (event scan) give t
     }
   }
 }
+
+// The default options without an observer run the event loop's default mode (the other modes' branches
+// compiled out); an observer makes the same run take its general mode. Every fact must agree bit for
+// bit, on placements that spread ops, keep them in blocks and stack them, with ties (dyadic times,
+// zero-time ops, zero-byte edges) and without, on few devices (event scan) and many (event tree), with
+// gaps and busy links.
+TEST_CASE("sim::Simulator: the default mode of the event loop gives the general mode's results bit for bit", "[sim]") {
+  struct Ignore : SimObserver {
+    void on_op(graphs::OpId, int32_t, double, double) override {}
+    void on_transfer(graphs::OpId, int32_t, int32_t, double, double, double) override {}
+  } ignore;
+  auto star = [](int n, double gap, double busy_after) {
+    ClusterSpec spec{.name = "star" + std::to_string(n)};
+    for (int d = 0; d < n; ++d) {
+      spec.devices.push_back(unit_device("d" + std::to_string(d), 3000));
+      spec.devices.back().gap_after_op_s = d % 2 == 0 ? gap : 0;
+      spec.links.push_back(link("l" + std::to_string(d), "d" + std::to_string(d), "sw", 64, 0.5));
+      spec.links.back().busy_after_s = d % 3 == 0 ? busy_after : 0;
+    }
+    return Cluster(spec);
+  };
+  // Dyadic amounts: equal times and instants are frequent, and some ops take no time.
+  auto tied_dag = [](int n, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    graphs::GraphBuilder b("tied" + std::to_string(seed));
+    for (int i = 0; i < n; ++i) {
+      graphs::OpSpec s = op("op" + std::to_string(i), static_cast<double>(rng() % 3), 64.0 * static_cast<double>(rng() % 3));
+      s.param_bytes = 16.0 * static_cast<double>(rng() % 4);
+      s.temp_bytes = 32.0 * static_cast<double>(rng() % 2);
+      b.add_op(std::move(s));
+      std::vector<int> used;
+      for (int k = 0, preds = i == 0 ? 0 : 1 + static_cast<int>(rng() % 3); k < preds; ++k) {
+        const int src = static_cast<int>(rng() % static_cast<uint64_t>(i));
+        if (std::find(used.begin(), used.end(), src) != used.end()) continue;
+        used.push_back(src);
+        b.add_edge(src, i, rng() % 4 == 0 ? 0.0 : b.op(src).output_bytes);
+      }
+    }
+    return std::move(b).build();
+  };
+  const std::vector<Cluster> clusters = {make_preset("v100-nvlink-8"), make_preset("cpu-gpu-4"), star(4, 0.25, 0.5),
+                                         star(24, 0, 0.25)};
+  for (const graphs::Graph& g : {random_dag(400, 21), tied_dag(400, 22), tied_dag(300, 23)}) {
+    for (const Cluster& c : clusters) {
+      Simulator sim(g, c);
+      std::mt19937_64 rng(24);
+      std::vector<std::vector<int32_t>> placements;
+      for (int i = 0; i < 6; ++i) placements.push_back(random_placement(sim, rng));
+      std::vector<int32_t> blocks(g.num_ops()), one(g.num_ops(), 0);
+      for (graphs::OpId op = 0; op < g.num_ops(); ++op)
+        blocks[op] = static_cast<int32_t>(static_cast<int64_t>(op) * c.num_devices() / g.num_ops());
+      placements.push_back(blocks);
+      placements.push_back(one);
+      for (const auto& place : placements) {
+        const SimResult lean = sim.simulate(place), general = sim.simulate(place, &ignore);
+        require_same(lean, general);
+        REQUIRE(lean.busy_until_s == general.busy_until_s);
+        REQUIRE(lean.device_excess_bytes == general.device_excess_bytes);
+        REQUIRE(lean.oom == general.oom);
+      }
+    }
+  }
+}

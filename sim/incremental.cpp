@@ -1,0 +1,141 @@
+// IncrementalSimulator: a run saved every so many events, resumed after a move from the last saved state
+// before the moved ops' first input was produced, so the result equals a full run bit for bit.
+#include <algorithm>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "graphs/error.h"
+#include "sim/engine.h"
+#include "sim/engine_state.h"
+
+namespace placelab::sim {
+
+IncrementalSimulator::IncrementalSimulator(const Simulator& simulator, std::vector<int32_t> device_of,
+                                           int32_t checkpoints)
+    : sim_(&simulator), device_of_(std::move(device_of)), checkpoints_(std::make_unique<SimCheckpoints>()),
+      undo_(std::make_unique<SimUndo>()) {
+  sim_->check_placement(device_of_);
+  if (checkpoints < 1) throw Error(fmt::format("incremental simulator: {} checkpoints, need at least 1", checkpoints));
+  checkpoints_->interval = std::max<int64_t>(1, 2 * static_cast<int64_t>(sim_->num_ops()) / checkpoints);
+  checkpoints_->next = checkpoints_->interval;  // the initial state is not saved: a fresh run is cheaper
+  state_ = sim_->make_scratch();
+  sim_->run(device_of_, *state_, result_, nullptr, checkpoints_.get(), true);
+}
+
+IncrementalSimulator::~IncrementalSimulator() = default;
+
+void IncrementalSimulator::relocate(SimScratch& s, std::span<const Moved> moved) const {
+  // Resident bytes are a constant offset over the whole prefix, so its peaks move by the same amount.
+  const int32_t D = sim_->num_devices();
+  std::vector<int32_t>& change = s.dest_count;  // per-device scratch, free between runs: ops gained
+  std::fill(change.begin(), change.begin() + D, 0);
+  for (const auto [op, from, to] : moved) {
+    const int64_t param = sim_->param_bytes_[op];
+    s.mem_s[from] -= param;
+    s.peak_s[from] -= param;
+    s.mem_s[to] += param;
+    s.peak_s[to] += param;
+    --change[from];
+    ++change[to];
+  }
+  // Heap segments are sized by ops per device (the moved ops are in no heap yet); a saved state stores
+  // them back to back, so only their offsets in the full layout change.
+  for (int32_t d = 0, off = 0; d < D; ++d) {
+    const int32_t ops = (d + 1 < D ? s.heap_off[d + 1] : sim_->num_ops()) - s.heap_off[d] + change[d];
+    s.heap_off[d] = off;
+    off += ops;
+  }
+}
+
+const SimResult& IncrementalSimulator::move(graphs::OpId op, int32_t device) {
+  return move(std::span<const graphs::OpId>(&op, 1), device);
+}
+
+const SimResult& IncrementalSimulator::move(std::span<const graphs::OpId> ops, int32_t device) {
+  const Simulator& sim = *sim_;
+  for (graphs::OpId op : ops)
+    if (op < 0 || op >= sim.num_ops())
+      throw Error(fmt::format("incremental move: op {} is out of range (graph has {} ops)", op, sim.num_ops()));
+  moved_.clear();
+  for (graphs::OpId op : ops) {
+    if (device_of_[op] == device) continue;  // also skips an op listed twice
+    moved_.push_back(Moved{op, device_of_[op], device});
+    device_of_[op] = device;
+  }
+  SimUndo& undo = *undo_;
+  if (moved_.empty()) {
+    undo.valid = true;
+    undo.moved.clear();
+    return result_;
+  }
+  try {
+    sim.check_placement(device_of_);
+  } catch (const Error&) {
+    for (auto it = moved_.rbegin(); it != moved_.rend(); ++it) device_of_[it->op] = it->from;
+    throw;
+  }
+  const int64_t total_events = state_->events;
+  // The first event that reads where a moved op is: the end of the earliest of their producers; a
+  // source (no producer) is queued at the start.
+  int64_t first = std::numeric_limits<int64_t>::max();
+  for (const Moved& m : moved_) {
+    const Simulator::OpInfo& info = sim.info_[m.op];
+    if (info.in_begin == info.in_end) first = -1;
+    for (int32_t k = info.in_begin; k < info.in_end; ++k)
+      first = std::min<int64_t>(first, state_->end_event[sim.in_[k].src]);
+  }
+  SimCheckpoints& cps = *checkpoints_;
+  size_t usable = 0;  // saved states taken no later than `first`
+  while (first >= 0 && usable < cps.count && cps.saved[usable].events <= first) ++usable;
+  // Keep what the move replaces for undo(): the saved states it drops, the final state, the result.
+  undo.valid = true;
+  undo.moved = moved_;
+  undo.kept = usable;
+  undo.count = cps.count;
+  undo.replayed_fraction = replayed_fraction_;
+  if (undo.saved.size() < cps.count - usable) undo.saved.resize(cps.count - usable);
+  for (size_t j = usable; j < cps.count; ++j) std::swap(cps.saved[j], undo.saved[j - usable]);
+  if (!undo.state) undo.state = sim.make_scratch();
+  std::swap(state_, undo.state);
+  std::swap(result_, undo.result);
+  if (usable == 0) {  // a source moved, or `first` comes before the first saved state
+    cps.count = 0;
+    cps.next = cps.interval;
+    sim.run(device_of_, *state_, result_, nullptr, &cps, true);
+    replayed_fraction_ = 1;
+    return result_;
+  }
+  const size_t k = usable - 1;
+  cps.count = k + 1;
+  // Saved states up to k stay valid for the new placement once the moves are applied to them.
+  for (size_t j = 0; j <= k; ++j) relocate(cps.saved[j], moved_);
+  SimScratch& s = *state_;
+  SimCheckpoints::restore(cps.saved[k], s);
+  cps.next = s.events + cps.interval;
+  replayed_fraction_ = total_events > 0 ? 1.0 - static_cast<double>(s.events) / static_cast<double>(total_events) : 1;
+  sim.run(device_of_, s, result_, nullptr, &cps, false);
+  return result_;
+}
+
+const SimResult& IncrementalSimulator::undo() {
+  SimUndo& undo = *undo_;
+  if (!undo.valid) throw Error("incremental undo: nothing to revert (undo reverts the last move, once)");
+  undo.valid = false;
+  if (undo.moved.empty()) return result_;
+  moved_.clear();
+  for (const Moved& m : undo.moved) {
+    device_of_[m.op] = m.from;
+    moved_.push_back(Moved{m.op, m.to, m.from});
+  }
+  SimCheckpoints& cps = *checkpoints_;
+  for (size_t j = 0; j < undo.kept; ++j) relocate(cps.saved[j], moved_);
+  for (size_t j = undo.kept; j < undo.count; ++j) std::swap(cps.saved[j], undo.saved[j - undo.kept]);
+  cps.count = undo.count;
+  std::swap(state_, undo.state);
+  std::swap(result_, undo.result);
+  replayed_fraction_ = undo.replayed_fraction;
+  return result_;
+}
+
+}  // namespace placelab::sim
