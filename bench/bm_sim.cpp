@@ -1,17 +1,20 @@
 // Speed of the simulator on a 50k-op graph (8-layer GNMT training from the zoo) on 8 GPUs: one full
 // simulation (random and contiguous placements) against a bare topological sweep and against the same
-// schedule computed in a lean loop with nothing else (no memory, critical path or statistics), batch scaling over
+// schedule computed in two lean loops with nothing else (no memory, critical path or statistics:
+// bench/schedule_anchors.h), batch scaling over
 // threads (wall and CPU time), incremental one-op moves (uniformly random from a random or the contiguous
 // placement, Placeto-style sweeps in topological order, late ops), unit moves, rejected moves reverted by
 // undo, and how much of the schedule one move changes. Results and the command are recorded in bench/results/sim.md.
 //   build/<dir>/bench/bm_sim --benchmark_counters_tabular=true
 #include <algorithm>
+#include <bit>
 #include <ctime>
 #include <limits>
 #include <map>
 #include <memory>
 #include <numeric>
 #include <random>
+#include <stdexcept>
 
 #include <benchmark/benchmark.h>
 #include <tbb/global_control.h>
@@ -22,10 +25,13 @@
 #include "sim/placement.h"
 #include "sim/presets.h"
 #include "sim/trace.h"
+#include "schedule_anchors.h"
 
 namespace {
 
 using namespace placelab;
+using bench::ScheduleLean;
+using bench::ScheduleOnly;
 
 struct Setup {
   graphs::Graph graph;
@@ -128,184 +134,11 @@ void BM_FloorTopoSweep(benchmark::State& state) {
 }
 BENCHMARK(BM_FloorTopoSweep)->Unit(benchmark::kMillisecond);
 
-// A second anchor: the engine's default schedule and nothing else, in a lean loop (flat arrays, ready
-// heaps of 16-byte entries with the rank folded into one integer, FIFO channels along the routes, one
-// transfer per destination device), without memory, critical path, busy times, byte counts, prefetching
-// or checkpoints. Every op's start equals the engine's, bit for bit (checked before timing), so its time
-// is what this schedule costs when computed event by event with nothing else on top: an upper bound on
-// that cost from one implementation, not a proof that no cheaper one exists.
-class ScheduleOnly {
- public:
-  explicit ScheduleOnly(const sim::Simulator& sim) : n_(sim.num_ops()), D_(sim.num_devices()) {
-    const graphs::Graph& g = sim.graph();
-    const sim::Cluster& c = sim.cluster();
-    std::vector<graphs::OpId> order(n_);
-    std::iota(order.begin(), order.end(), 0);
-    std::sort(order.begin(), order.end(), [&](graphs::OpId a, graphs::OpId b) {
-      return sim.upward_rank(a) != sim.upward_rank(b) ? sim.upward_rank(a) > sim.upward_rank(b) : a < b;
-    });
-    priority_.resize(n_);
-    for (int32_t i = 0; i < n_; ++i) priority_[order[i]] = i;
-    out_begin_.push_back(0);
-    for (graphs::OpId op = 0; op < n_; ++op) {
-      for (graphs::EdgeId e : g.out_edges(op)) out_.push_back(Out{g.edge_dst(e), g.edge_bytes(e)});
-      out_begin_.push_back(static_cast<int32_t>(out_.size()));
-      in_degree_.push_back(g.in_degree(op));
-      for (int32_t d = 0; d < D_; ++d) time_.push_back(sim.op_time_s(op, d));
-    }
-    latency_.assign(static_cast<size_t>(D_) * D_, 0);
-    bandwidth_.assign(static_cast<size_t>(D_) * D_, 0);
-    route_off_.push_back(0);
-    for (int32_t a = 0; a < D_; ++a)
-      for (int32_t b = 0; b < D_; ++b) {
-        if (a != b) {
-          latency_[a * D_ + b] = c.route_latency_s(a, b);
-          bandwidth_[a * D_ + b] = c.route_bandwidth_bytes_per_s(a, b);
-        }
-        const auto route = c.route(a, b);
-        route_ch_.insert(route_ch_.end(), route.begin(), route.end());
-        route_off_.push_back(static_cast<int32_t>(route_ch_.size()));
-      }
-    for (int32_t d = 0; d < D_; ++d) gap_.push_back(c.device(d).gap_after_op_s);
-    for (int32_t ch = 0; ch < c.num_channels(); ++ch) busy_after_.push_back(c.link(sim::Cluster::channel_link(ch)).busy_after_s);
-    op_.resize(n_);
-    heap_.resize(n_);
-    for (auto* v : {&heap_off_, &heap_size_, &running_, &stamp_, &dest_, &next_kind_}) v->resize(D_);
-    for (auto* v : {&free_s_, &next_s_, &dest_bytes_, &arrival_s_}) v->resize(D_);
-    chan_free_s_.resize(c.num_channels());
-  }
 
-  /** The step time of `device_of`; with `start_s` (one entry per op), each op's start too. */
-  [[gnu::noinline]] double run(const int32_t* device_of, double* start_s = nullptr) {  // callgrind can count it
-    constexpr double kInf = std::numeric_limits<double>::infinity();
-    constexpr int32_t kEnd = 1, kWake = 2;  // ends before wake-ups at equal times, as in the engine
-    std::fill(heap_size_.begin(), heap_size_.end(), 0);
-    for (graphs::OpId op = 0; op < n_; ++op) {
-      ++heap_size_[device_of[op]];
-      op_[op] = OpState{in_degree_[op], 0.0};
-    }
-    for (int32_t d = 0, off = 0; d < D_; ++d) {
-      heap_off_[d] = off;
-      off += heap_size_[d];
-      heap_size_[d] = 0;
-      running_[d] = stamp_[d] = -1;
-      free_s_[d] = 0;
-    }
-    std::fill(chan_free_s_.begin(), chan_free_s_.end(), 0.0);
-    auto wake = [&](int32_t d) {
-      next_s_[d] = heap_size_[d] > 0 ? std::max(free_s_[d], heap_[heap_off_[d]].ready_s) : kInf;
-      next_kind_[d] = kWake;
-    };
-    for (graphs::OpId op = 0; op < n_; ++op)
-      if (op_[op].pending == 0) push(device_of[op], Entry{0.0, priority_[op], op});
-    for (int32_t d = 0; d < D_; ++d) wake(d);
-    double makespan = 0;
-    for (;;) {
-      int32_t d = 0;
-      for (int32_t i = 1; i < D_; ++i)
-        if (next_s_[i] < next_s_[d] || (next_s_[i] == next_s_[d] && next_kind_[i] < next_kind_[d])) d = i;
-      const double t = next_s_[d];
-      if (t == kInf) break;
-      if (next_kind_[d] == kWake) {
-        running_[d] = pop(d).op;
-        if (start_s) start_s[running_[d]] = t;
-        next_s_[d] = t + time_[static_cast<size_t>(running_[d]) * D_ + d];
-        next_kind_[d] = kEnd;
-        continue;
-      }
-      const int32_t p = running_[d];
-      makespan = t;
-      free_s_[d] = time_[static_cast<size_t>(p) * D_ + d] > 0 ? t + gap_[d] : t;  // no gap after an op that took no time
-      int32_t num_dest = 0;
-      for (int32_t k = out_begin_[p]; k < out_begin_[p + 1]; ++k) {
-        const double bytes = out_[k].bytes;
-        if (bytes <= 0) continue;
-        const int32_t e = device_of[out_[k].dst];
-        if (e == d) continue;
-        if (stamp_[e] != p) {
-          stamp_[e] = p;
-          dest_[num_dest++] = e;
-          dest_bytes_[e] = bytes;
-        } else {
-          dest_bytes_[e] = std::max(dest_bytes_[e], bytes);
-        }
-      }
-      for (int32_t i = 0; i < num_dest; ++i) {
-        const int32_t e = dest_[i], pair = d * D_ + e;
-        const int32_t* ch = route_ch_.data() + route_off_[pair];
-        const int32_t hops = route_off_[pair + 1] - route_off_[pair];
-        double start = t;
-        for (int32_t h = 0; h < hops; ++h) start = std::max(start, chan_free_s_[ch[h]]);
-        const double end = start + (latency_[pair] + dest_bytes_[e] / bandwidth_[pair]);
-        for (int32_t h = 0; h < hops; ++h) chan_free_s_[ch[h]] = end + busy_after_[ch[h]];
-        arrival_s_[e] = end;
-      }
-      for (int32_t k = out_begin_[p]; k < out_begin_[p + 1]; ++k) {
-        const graphs::OpId q = out_[k].dst;
-        const int32_t e = device_of[q];
-        OpState& s = op_[q];
-        s.ready_s = std::max(s.ready_s, e == d || out_[k].bytes <= 0 ? t : arrival_s_[e]);
-        if (--s.pending == 0) {
-          push(e, Entry{s.ready_s, priority_[q], q});
-          if (running_[e] == -1) wake(e);
-        }
-      }
-      running_[d] = -1;
-      wake(d);
-    }
-    return makespan;
-  }
-
- private:
-  struct Entry {
-    double ready_s;
-    int32_t priority;  // position by (upward rank descending, op id)
-    graphs::OpId op;
-    bool operator<(const Entry& b) const { return ready_s < b.ready_s || (ready_s == b.ready_s && priority < b.priority); }
-  };
-  struct Out {
-    graphs::OpId dst;
-    double bytes;
-  };
-  struct OpState {
-    int32_t pending;
-    double ready_s;
-  };
-  void push(int32_t d, Entry e) {
-    Entry* h = heap_.data() + heap_off_[d];
-    int32_t i = heap_size_[d]++;
-    for (; i > 0 && e < h[(i - 1) / 2]; i = (i - 1) / 2) h[i] = h[(i - 1) / 2];
-    h[i] = e;
-  }
-  Entry pop(int32_t d) {
-    Entry* h = heap_.data() + heap_off_[d];
-    const int32_t size = --heap_size_[d];
-    const Entry top = h[0], last = h[size];
-    int32_t i = 0;
-    for (;;) {
-      int32_t c = 2 * i + 1;
-      if (c >= size) break;
-      if (c + 1 < size && h[c + 1] < h[c]) ++c;
-      if (!(h[c] < last)) break;
-      h[i] = h[c];
-      i = c;
-    }
-    h[i] = last;
-    return top;
-  }
-
-  int32_t n_, D_;
-  std::vector<int32_t> priority_, out_begin_, in_degree_, route_off_, route_ch_;
-  std::vector<Out> out_;
-  std::vector<double> time_, latency_, bandwidth_, gap_, busy_after_;
-  std::vector<OpState> op_;
-  std::vector<Entry> heap_;
-  std::vector<int32_t> heap_off_, heap_size_, running_, stamp_, dest_, next_kind_;
-  std::vector<double> free_s_, next_s_, dest_bytes_, arrival_s_, chan_free_s_;
-};
-
-// Whether ScheduleOnly starts every op when the engine does, on every placement (checked once).
-bool same_schedule_as_engine(ScheduleOnly& schedule) {
+// Whether `schedule` (ScheduleOnly, ScheduleLean) starts every op when the engine does, on every placement
+// (checked once per type).
+template <class Schedule>
+bool same_schedule_as_engine(Schedule& schedule) {
   struct Starts : sim::SimObserver {
     std::vector<double> start_s;
     void on_op(graphs::OpId op, int32_t, double start_s_of_op, double) override { start_s[op] = start_s_of_op; }
@@ -343,6 +176,23 @@ void BM_ScheduleOnly(benchmark::State& state) {
   report(state, state.iterations());
 }
 BENCHMARK(BM_ScheduleOnly)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+
+
+// The random placements (state.range(0) == 0) or the contiguous one (1).
+void BM_ScheduleLean(benchmark::State& state) {
+  Setup& s = setup();
+  static ScheduleLean schedule(*s.sim);
+  if (!same_schedule_as_engine(schedule)) {
+    state.SkipWithError("ScheduleLean starts some op at another time than the engine: it is not the same schedule");
+    return;
+  }
+  const int32_t* contiguous = s.contiguous.data();
+  size_t i = 0;
+  for (auto _ : state)
+    benchmark::DoNotOptimize(schedule.run(state.range(0) == 0 ? s.random[i++ % s.random.size()].data() : contiguous));
+  report(state, state.iterations());
+}
+BENCHMARK(BM_ScheduleLean)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 // The same with links sharing their bandwidth (max-min fair) instead of FIFO. The contiguous placement
 // sends much over the few links between blocks: thousands of transfers share them at once.

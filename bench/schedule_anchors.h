@@ -1,0 +1,426 @@
+// The lean schedule loops bench/bm_sim.cpp measures the engine against: the engine's default schedule
+// (same op starts, checked there) and nothing else, without memory, critical path or statistics.
+//   ScheduleOnly: the plainest event-by-event loop (an upper bound on what this schedule costs).
+//   ScheduleLean: the same schedule from a loop laid out for speed (issue 31's probe, rebuilt).
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <limits>
+#include <numeric>
+#include <stdexcept>
+#include <vector>
+
+#include "sim/engine.h"
+#include "sim/engine_state.h"  // the engine's next-event scan, for ScheduleLean
+
+namespace placelab::bench {
+
+// A second anchor: the engine's default schedule and nothing else, in a lean loop (flat arrays, ready
+// heaps of 16-byte entries with the rank folded into one integer, FIFO channels along the routes, one
+// transfer per destination device), without memory, critical path, busy times, byte counts, prefetching
+// or checkpoints. Every op's start equals the engine's, bit for bit (checked before timing), so its time
+// is what this schedule costs when computed event by event with nothing else on top: an upper bound on
+// that cost from one implementation, not a proof that no cheaper one exists.
+class ScheduleOnly {
+ public:
+  explicit ScheduleOnly(const sim::Simulator& sim) : n_(sim.num_ops()), D_(sim.num_devices()) {
+    const graphs::Graph& g = sim.graph();
+    const sim::Cluster& c = sim.cluster();
+    std::vector<graphs::OpId> order(n_);
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](graphs::OpId a, graphs::OpId b) {
+      return sim.upward_rank(a) != sim.upward_rank(b) ? sim.upward_rank(a) > sim.upward_rank(b) : a < b;
+    });
+    priority_.resize(n_);
+    for (int32_t i = 0; i < n_; ++i) priority_[order[i]] = i;
+    out_begin_.push_back(0);
+    for (graphs::OpId op = 0; op < n_; ++op) {
+      for (graphs::EdgeId e : g.out_edges(op)) out_.push_back(Out{g.edge_dst(e), g.edge_bytes(e)});
+      out_begin_.push_back(static_cast<int32_t>(out_.size()));
+      in_degree_.push_back(g.in_degree(op));
+      for (int32_t d = 0; d < D_; ++d) time_.push_back(sim.op_time_s(op, d));
+    }
+    latency_.assign(static_cast<size_t>(D_) * D_, 0);
+    bandwidth_.assign(static_cast<size_t>(D_) * D_, 0);
+    route_off_.push_back(0);
+    for (int32_t a = 0; a < D_; ++a)
+      for (int32_t b = 0; b < D_; ++b) {
+        if (a != b) {
+          latency_[a * D_ + b] = c.route_latency_s(a, b);
+          bandwidth_[a * D_ + b] = c.route_bandwidth_bytes_per_s(a, b);
+        }
+        const auto route = c.route(a, b);
+        route_ch_.insert(route_ch_.end(), route.begin(), route.end());
+        route_off_.push_back(static_cast<int32_t>(route_ch_.size()));
+      }
+    for (int32_t d = 0; d < D_; ++d) gap_.push_back(c.device(d).gap_after_op_s);
+    for (int32_t ch = 0; ch < c.num_channels(); ++ch) busy_after_.push_back(c.link(sim::Cluster::channel_link(ch)).busy_after_s);
+    op_.resize(n_);
+    heap_.resize(n_);
+    for (auto* v : {&heap_off_, &heap_size_, &running_, &stamp_, &dest_, &next_kind_}) v->resize(D_);
+    for (auto* v : {&free_s_, &next_s_, &dest_bytes_, &arrival_s_}) v->resize(D_);
+    chan_free_s_.resize(c.num_channels());
+  }
+
+  /** The step time of `device_of`; with `start_s` (one entry per op), each op's start too. */
+  [[gnu::noinline]] double run(const int32_t* device_of, double* start_s = nullptr) {  // callgrind can count it
+    constexpr double kInf = std::numeric_limits<double>::infinity();
+    constexpr int32_t kEnd = 1, kWake = 2;  // ends before wake-ups at equal times, as in the engine
+    std::fill(heap_size_.begin(), heap_size_.end(), 0);
+    for (graphs::OpId op = 0; op < n_; ++op) {
+      ++heap_size_[device_of[op]];
+      op_[op] = OpState{in_degree_[op], 0.0};
+    }
+    for (int32_t d = 0, off = 0; d < D_; ++d) {
+      heap_off_[d] = off;
+      off += heap_size_[d];
+      heap_size_[d] = 0;
+      running_[d] = stamp_[d] = -1;
+      free_s_[d] = 0;
+    }
+    std::fill(chan_free_s_.begin(), chan_free_s_.end(), 0.0);
+    auto wake = [&](int32_t d) {
+      next_s_[d] = heap_size_[d] > 0 ? std::max(free_s_[d], heap_[heap_off_[d]].ready_s) : kInf;
+      next_kind_[d] = kWake;
+    };
+    for (graphs::OpId op = 0; op < n_; ++op)
+      if (op_[op].pending == 0) push(device_of[op], Entry{0.0, priority_[op], op});
+    for (int32_t d = 0; d < D_; ++d) wake(d);
+    double makespan = 0;
+    for (;;) {
+      int32_t d = 0;
+      for (int32_t i = 1; i < D_; ++i)
+        if (next_s_[i] < next_s_[d] || (next_s_[i] == next_s_[d] && next_kind_[i] < next_kind_[d])) d = i;
+      const double t = next_s_[d];
+      if (t == kInf) break;
+      if (next_kind_[d] == kWake) {
+        running_[d] = pop(d).op;
+        if (start_s) start_s[running_[d]] = t;
+        next_s_[d] = t + time_[static_cast<size_t>(running_[d]) * D_ + d];
+        next_kind_[d] = kEnd;
+        continue;
+      }
+      const int32_t p = running_[d];
+      makespan = t;
+      free_s_[d] = time_[static_cast<size_t>(p) * D_ + d] > 0 ? t + gap_[d] : t;  // no gap after an op that took no time
+      int32_t num_dest = 0;
+      for (int32_t k = out_begin_[p]; k < out_begin_[p + 1]; ++k) {
+        const double bytes = out_[k].bytes;
+        if (bytes <= 0) continue;
+        const int32_t e = device_of[out_[k].dst];
+        if (e == d) continue;
+        if (stamp_[e] != p) {
+          stamp_[e] = p;
+          dest_[num_dest++] = e;
+          dest_bytes_[e] = bytes;
+        } else {
+          dest_bytes_[e] = std::max(dest_bytes_[e], bytes);
+        }
+      }
+      for (int32_t i = 0; i < num_dest; ++i) {
+        const int32_t e = dest_[i], pair = d * D_ + e;
+        const int32_t* ch = route_ch_.data() + route_off_[pair];
+        const int32_t hops = route_off_[pair + 1] - route_off_[pair];
+        double start = t;
+        for (int32_t h = 0; h < hops; ++h) start = std::max(start, chan_free_s_[ch[h]]);
+        const double end = start + (latency_[pair] + dest_bytes_[e] / bandwidth_[pair]);
+        for (int32_t h = 0; h < hops; ++h) chan_free_s_[ch[h]] = end + busy_after_[ch[h]];
+        arrival_s_[e] = end;
+      }
+      for (int32_t k = out_begin_[p]; k < out_begin_[p + 1]; ++k) {
+        const graphs::OpId q = out_[k].dst;
+        const int32_t e = device_of[q];
+        OpState& s = op_[q];
+        s.ready_s = std::max(s.ready_s, e == d || out_[k].bytes <= 0 ? t : arrival_s_[e]);
+        if (--s.pending == 0) {
+          push(e, Entry{s.ready_s, priority_[q], q});
+          if (running_[e] == -1) wake(e);
+        }
+      }
+      running_[d] = -1;
+      wake(d);
+    }
+    return makespan;
+  }
+
+ private:
+  struct Entry {
+    double ready_s;
+    int32_t priority;  // position by (upward rank descending, op id)
+    graphs::OpId op;
+    bool operator<(const Entry& b) const { return ready_s < b.ready_s || (ready_s == b.ready_s && priority < b.priority); }
+  };
+  struct Out {
+    graphs::OpId dst;
+    double bytes;
+  };
+  struct OpState {
+    int32_t pending;
+    double ready_s;
+  };
+  void push(int32_t d, Entry e) {
+    Entry* h = heap_.data() + heap_off_[d];
+    int32_t i = heap_size_[d]++;
+    for (; i > 0 && e < h[(i - 1) / 2]; i = (i - 1) / 2) h[i] = h[(i - 1) / 2];
+    h[i] = e;
+  }
+  Entry pop(int32_t d) {
+    Entry* h = heap_.data() + heap_off_[d];
+    const int32_t size = --heap_size_[d];
+    const Entry top = h[0], last = h[size];
+    int32_t i = 0;
+    for (;;) {
+      int32_t c = 2 * i + 1;
+      if (c >= size) break;
+      if (c + 1 < size && h[c + 1] < h[c]) ++c;
+      if (!(h[c] < last)) break;
+      h[i] = h[c];
+      i = c;
+    }
+    h[i] = last;
+    return top;
+  }
+
+  int32_t n_, D_;
+  std::vector<int32_t> priority_, out_begin_, in_degree_, route_off_, route_ch_;
+  std::vector<Out> out_;
+  std::vector<double> time_, latency_, bandwidth_, gap_, busy_after_;
+  std::vector<OpState> op_;
+  std::vector<Entry> heap_;
+  std::vector<int32_t> heap_off_, heap_size_, running_, stamp_, dest_, next_kind_;
+  std::vector<double> free_s_, next_s_, dest_bytes_, arrival_s_, chan_free_s_;
+};
+
+// A third anchor (issue 31): ScheduleOnly's schedule from a loop laid out for speed, as the issue's probe
+// describes it: ops numbered by priority (a ready heap's key is one 128-bit integer of the ready time's
+// bits and that number), a pass per placement that reads the placement once (each op's time on its
+// device; per out-edge one word with the consumer, its device and whether the edge brings a transfer,
+// the transfer's duration beside the first edge to each device), a +inf sentinel in every empty ready
+// heap, the next event by a branch-free scan, routes padded to their longest with a channel that is
+// always free. Checked against the engine like ScheduleOnly.
+class ScheduleLean {
+ public:
+  explicit ScheduleLean(const sim::Simulator& sim) : n_(sim.num_ops()), D_(sim.num_devices()) {
+    const graphs::Graph& g = sim.graph();
+    const sim::Cluster& c = sim.cluster();
+    op_of_.resize(n_);
+    std::iota(op_of_.begin(), op_of_.end(), 0);
+    std::sort(op_of_.begin(), op_of_.end(), [&](graphs::OpId a, graphs::OpId b) {
+      return sim.upward_rank(a) != sim.upward_rank(b) ? sim.upward_rank(a) > sim.upward_rank(b) : a < b;
+    });
+    std::vector<int32_t> pos(n_);
+    for (int32_t i = 0; i < n_; ++i) pos[op_of_[i]] = i;
+    out_begin_.push_back(0);
+    for (int32_t i = 0; i < n_; ++i) {
+      const graphs::OpId op = op_of_[i];
+      for (graphs::EdgeId e : g.out_edges(op)) out_.push_back(Out{pos[g.edge_dst(e)], g.edge_bytes(e)});
+      out_begin_.push_back(static_cast<int32_t>(out_.size()));
+      in_degree_.push_back(g.in_degree(op));
+      for (int32_t d = 0; d < D_; ++d) time_.push_back(sim.op_time_s(op, d));
+    }
+    const int32_t channels = c.num_channels();
+    for (int32_t a = 0; a < D_; ++a)
+      for (int32_t b = 0; b < D_; ++b) hops_ = std::max(hops_, static_cast<int32_t>(c.route(a, b).size()));
+    latency_.assign(static_cast<size_t>(D_) * D_, 0);
+    bandwidth_.assign(static_cast<size_t>(D_) * D_, 1);
+    read_.assign(static_cast<size_t>(D_) * D_ * hops_, channels);        // always free
+    write_.assign(static_cast<size_t>(D_) * D_ * hops_, channels + 1);   // never read
+    for (int32_t a = 0; a < D_; ++a)
+      for (int32_t b = 0; b < D_; ++b) {
+        const size_t pair = static_cast<size_t>(a) * D_ + b;
+        if (a != b) latency_[pair] = c.route_latency_s(a, b), bandwidth_[pair] = c.route_bandwidth_bytes_per_s(a, b);
+        const auto route = c.route(a, b);
+        for (size_t h = 0; h < route.size(); ++h) read_[pair * hops_ + h] = write_[pair * hops_ + h] = route[h];
+      }
+    for (int32_t d = 0; d < D_; ++d) gap_.push_back(c.device(d).gap_after_op_s);
+    busy_after_.assign(static_cast<size_t>(channels) + 2, 0);
+    for (int32_t ch = 0; ch < channels; ++ch) busy_after_[ch] = c.link(sim::Cluster::channel_link(ch)).busy_after_s;
+    chan_free_.resize(static_cast<size_t>(channels) + 2);
+    dev_.resize(n_), dur_.resize(n_), pending_.resize(n_), ready_.resize(n_);
+    word_.resize(out_.size()), transfer_s_.resize(out_.size());
+    heap_.resize(static_cast<size_t>(n_) + D_);
+    for (auto* v : {&heap_off_, &heap_size_, &running_, &stamp_, &first_}) v->resize(D_);
+    for (auto* v : {&free_s_, &arrival_s_, &largest_}) v->resize(D_);
+    while (P_ < D_) P_ *= 2;
+    if (P_ > 16) throw std::invalid_argument("ScheduleLean: at most 16 devices");
+    next_s_.assign(P_, std::numeric_limits<double>::infinity());  // padded slots never have an event
+    next_kind_.assign(P_, 2);
+  }
+
+  /** The step time of `device_of`; with `start_s` (one entry per op, by op id), each op's start too. */
+  [[gnu::noinline]] double run(const int32_t* device_of, double* start_s = nullptr) {
+    switch (hops_) {  // routes of a known length: loops the compiler unrolls
+      case 1: return run_routes<1>(device_of, start_s);
+      case 2: return run_routes<2>(device_of, start_s);
+      case 3: return run_routes<3>(device_of, start_s);
+      case 4: return run_routes<4>(device_of, start_s);
+      case 5: return run_routes<5>(device_of, start_s);
+      case 6: return run_routes<6>(device_of, start_s);
+      default: return run_routes<0>(device_of, start_s);
+    }
+  }
+
+ private:
+  // run() for routes padded to kHops channels (0: hops_, unknown at compile time).
+  template <int32_t kHops>
+  double run_routes(const int32_t* device_of, double* start_s) {
+    const int32_t hops = kHops > 0 ? kHops : hops_;
+    constexpr double kInf = std::numeric_limits<double>::infinity();
+    constexpr int32_t kEnd = 1, kWake = 2;
+    prepare(device_of);
+    std::fill(heap_size_.begin(), heap_size_.end(), 0);
+    for (int32_t i = 0; i < n_; ++i) ++heap_size_[dev_[i]];
+    for (int32_t d = 0, off = 0; d < D_; ++d) {
+      heap_off_[d] = off;
+      off += heap_size_[d] + 1;  // and the sentinel
+      heap_size_[d] = 0;
+      heap_[heap_off_[d]] = kSentinel;
+      running_[d] = -1;
+      free_s_[d] = 0;
+    }
+    std::fill(chan_free_.begin(), chan_free_.end(), 0.0);
+    for (int32_t i = 0; i < n_; ++i) {
+      pending_[i] = in_degree_[i];
+      ready_[i] = 0;
+      if (pending_[i] == 0) push(dev_[i], key(0.0, i));
+    }
+    auto wake = [&](int32_t d) {
+      next_s_[d] = std::max(free_s_[d], ready_of(heap_[heap_off_[d]]));  // +inf when empty
+      next_kind_[d] = kWake;
+    };
+    for (int32_t d = 0; d < D_; ++d) wake(d);
+    double makespan = 0;
+    for (;;) {
+      const int32_t d = next_event();  // the least (time, kind, device)
+      const double t = next_s_[d];
+      if (t == kInf) break;
+      if (next_kind_[d] == kWake) {
+        const int32_t p = pop(d);
+        if (start_s) start_s[op_of_[p]] = t;
+        running_[d] = p;
+        next_s_[d] = t + dur_[p];
+        next_kind_[d] = kEnd;
+        __builtin_prefetch(&word_[out_begin_[p]]);  // what this op's end reads
+        continue;
+      }
+      const int32_t p = running_[d];
+      makespan = t;
+      free_s_[d] = dur_[p] > 0 ? t + gap_[d] : t;  // no gap after an op that took no time
+      for (int32_t k = out_begin_[p]; k < out_begin_[p + 1]; ++k) {
+        const uint64_t w = word_[k];
+        const auto q = static_cast<int32_t>(static_cast<uint32_t>(w));
+        const auto e = static_cast<int32_t>((w >> 32) & 0xffff);
+        if (w & kFirst) {  // p's transfer to e, in the order its out-edges first reach the devices
+          const size_t pair = static_cast<size_t>(d) * D_ + e;
+          const int32_t* rd = read_.data() + pair * hops_;
+          const int32_t* wr = write_.data() + pair * hops_;
+          double start = t;
+          for (int32_t h = 0; h < hops; ++h) start = std::max(start, chan_free_[rd[h]]);
+          const double end = start + transfer_s_[k];
+          for (int32_t h = 0; h < hops; ++h) chan_free_[wr[h]] = end + busy_after_[wr[h]];
+          arrival_s_[e] = end;
+        }
+        ready_[q] = std::max(ready_[q], (w & kRemote) ? arrival_s_[e] : t);
+        if (--pending_[q] == 0) {
+          push(e, key(ready_[q], q));
+          if (running_[e] == -1) wake(e);
+        }
+      }
+      running_[d] = -1;
+      wake(d);
+    }
+    return makespan;
+  }
+
+  // The engine's scan (a pairwise minimum over the slots, padded to a power of two with +inf): a running
+  // minimum over the devices is a chain of dependent loads, and cost this loop a third of its time.
+  int32_t next_event() const {
+    switch (P_) {
+      case 1: return 0;
+      case 2: return sim::detail::scan_next<2>(next_s_.data(), next_kind_.data());
+      case 4: return sim::detail::scan_next<4>(next_s_.data(), next_kind_.data());
+      case 8: return sim::detail::scan_next<8>(next_s_.data(), next_kind_.data());
+      default: return sim::detail::scan_next<16>(next_s_.data(), next_kind_.data());
+    }
+  }
+  __extension__ typedef unsigned __int128 Key;  // ready time's bits, then the position: one comparison orders the heap
+  static constexpr uint64_t kRemote = uint64_t{1} << 48, kFirst = uint64_t{1} << 49;
+  static constexpr Key kSentinel = static_cast<Key>(0x7ff0000000000000ULL) << 64;  // +inf
+  static Key key(double ready_s, int32_t pos) { return static_cast<Key>(std::bit_cast<uint64_t>(ready_s)) << 64 | static_cast<uint32_t>(pos); }
+  static double ready_of(Key k) { return std::bit_cast<double>(static_cast<uint64_t>(k >> 64)); }
+  struct Out {
+    int32_t dst;  // position
+    double bytes;
+  };
+
+  // Each op's time on its device; per out-edge its word; beside the first edge to each remote device,
+  // the transfer's duration (latency + its largest tensor over the route's bandwidth).
+  void prepare(const int32_t* device_of) {
+    for (int32_t i = 0; i < n_; ++i) dev_[i] = device_of[op_of_[i]];
+    for (int32_t i = 0; i < n_; ++i) dur_[i] = time_[static_cast<size_t>(i) * D_ + dev_[i]];
+    std::fill(stamp_.begin(), stamp_.end(), -1);
+    for (int32_t p = 0; p < n_; ++p) {
+      const int32_t d = dev_[p];
+      for (int32_t k = out_begin_[p]; k < out_begin_[p + 1]; ++k) {
+        const int32_t q = out_[k].dst, e = dev_[q];
+        uint64_t w = static_cast<uint32_t>(q) | static_cast<uint64_t>(e) << 32;
+        if (e != d && out_[k].bytes > 0) {
+          w |= kRemote;
+          if (stamp_[e] != p) {
+            stamp_[e] = p;
+            first_[e] = k;
+            largest_[e] = out_[k].bytes;
+            w |= kFirst;
+          } else {
+            largest_[e] = std::max(largest_[e], out_[k].bytes);
+          }
+        }
+        word_[k] = w;
+      }
+      for (int32_t k = out_begin_[p]; k < out_begin_[p + 1]; ++k)
+        if (word_[k] & kFirst) {
+          const auto e = static_cast<int32_t>((word_[k] >> 32) & 0xffff);
+          const size_t pair = static_cast<size_t>(d) * D_ + e;
+          transfer_s_[k] = latency_[pair] + largest_[e] / bandwidth_[pair];
+        }
+    }
+  }
+  void push(int32_t d, Key k) {
+    Key* h = heap_.data() + heap_off_[d];
+    int32_t i = heap_size_[d]++;
+    for (; i > 0 && k < h[(i - 1) / 2]; i = (i - 1) / 2) h[i] = h[(i - 1) / 2];
+    h[i] = k;
+  }
+  int32_t pop(int32_t d) {  // not empty; leaves the sentinel at the top when it empties
+    Key* h = heap_.data() + heap_off_[d];
+    const int32_t size = --heap_size_[d];
+    const Key top = h[0], last = h[size];
+    h[size] = kSentinel;
+    int32_t i = 0;
+    for (;;) {
+      int32_t c = 2 * i + 1;
+      if (c >= size) break;
+      c += static_cast<int32_t>(c + 1 < size && h[c + 1] < h[c]);
+      if (!(h[c] < last)) break;
+      h[i] = h[c];
+      i = c;
+    }
+    if (size > 0) h[i] = last;
+    return static_cast<int32_t>(static_cast<uint32_t>(top));
+  }
+
+  int32_t n_, D_, P_ = 1, hops_ = 0;
+  std::vector<int32_t> op_of_, out_begin_, in_degree_, read_, write_;
+  std::vector<Out> out_;
+  std::vector<double> time_, latency_, bandwidth_, gap_, busy_after_, chan_free_;
+  std::vector<int32_t> dev_, pending_;
+  std::vector<double> dur_, ready_, transfer_s_;
+  std::vector<uint64_t> word_;
+  std::vector<Key> heap_;
+  std::vector<int32_t> heap_off_, heap_size_, running_, stamp_, first_, next_kind_;
+  std::vector<double> free_s_, next_s_, arrival_s_, largest_;
+};
+
+}  // namespace placelab::bench
