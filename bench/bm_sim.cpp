@@ -14,6 +14,7 @@
 #include <memory>
 #include <numeric>
 #include <random>
+#include <string>
 #include <stdexcept>
 
 #include <benchmark/benchmark.h>
@@ -161,12 +162,15 @@ bool same_schedule_as_engine(Schedule& schedule) {
   return same;
 }
 
-// The random placements (state.range(0) == 0) or the contiguous one (1).
-void BM_ScheduleOnly(benchmark::State& state) {
+// `Schedule` (checked against the engine first) on the random placements (state.range(0) == 0) or the
+// contiguous one (1).
+template <class Schedule>
+void run_schedule(benchmark::State& state, const char* name) {
   Setup& s = setup();
-  static ScheduleOnly schedule(*s.sim);
+  static Schedule schedule(*s.sim);
   if (!same_schedule_as_engine(schedule)) {
-    state.SkipWithError("ScheduleOnly starts some op at another time than the engine: it is not the same schedule");
+    const std::string why = std::string(name) + " starts some op at another time than the engine: it is not the same schedule";
+    state.SkipWithError(why.c_str());
     return;
   }
   const int32_t* contiguous = s.contiguous.data();
@@ -175,23 +179,11 @@ void BM_ScheduleOnly(benchmark::State& state) {
     benchmark::DoNotOptimize(schedule.run(state.range(0) == 0 ? s.random[i++ % s.random.size()].data() : contiguous));
   report(state, state.iterations());
 }
+
+void BM_ScheduleOnly(benchmark::State& state) { run_schedule<ScheduleOnly>(state, "ScheduleOnly"); }
 BENCHMARK(BM_ScheduleOnly)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
-
-// The random placements (state.range(0) == 0) or the contiguous one (1).
-void BM_ScheduleLean(benchmark::State& state) {
-  Setup& s = setup();
-  static ScheduleLean schedule(*s.sim);
-  if (!same_schedule_as_engine(schedule)) {
-    state.SkipWithError("ScheduleLean starts some op at another time than the engine: it is not the same schedule");
-    return;
-  }
-  const int32_t* contiguous = s.contiguous.data();
-  size_t i = 0;
-  for (auto _ : state)
-    benchmark::DoNotOptimize(schedule.run(state.range(0) == 0 ? s.random[i++ % s.random.size()].data() : contiguous));
-  report(state, state.iterations());
-}
+void BM_ScheduleLean(benchmark::State& state) { run_schedule<ScheduleLean>(state, "ScheduleLean"); }
 BENCHMARK(BM_ScheduleLean)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 // The same with links sharing their bandwidth (max-min fair) instead of FIFO. The contiguous placement
