@@ -198,8 +198,9 @@ class ScheduleOnly {
 // bits and that number), a pass per placement that reads the placement once (each op's time on its
 // device; per out-edge one word with the consumer, its device and whether the edge brings a transfer,
 // the transfer's duration beside the first edge to each device), a +inf sentinel in every empty ready
-// heap, the next event by a branch-free scan, routes padded to their longest with a channel that is
-// always free. Checked against the engine like ScheduleOnly.
+// heap, the next event by the engine's pairwise scan, routes padded to their longest (reading a channel
+// that is always free, writing one nobody reads) and unrolled by a template on that length. Checked
+// against the engine like ScheduleOnly; bench/results/sim.md has what each step gained.
 class ScheduleLean {
  public:
   explicit ScheduleLean(const sim::Simulator& sim) : n_(sim.num_ops()), D_(sim.num_devices()) {
