@@ -17,6 +17,16 @@
 
 namespace placelab::bench {
 
+/** The ops by the engine's priority: upward rank descending, then op id. */
+inline std::vector<graphs::OpId> by_priority(const sim::Simulator& sim) {
+  std::vector<graphs::OpId> order(sim.num_ops());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](graphs::OpId a, graphs::OpId b) {
+    return sim.upward_rank(a) != sim.upward_rank(b) ? sim.upward_rank(a) > sim.upward_rank(b) : a < b;
+  });
+  return order;
+}
+
 // A second anchor: the engine's default schedule and nothing else, in a lean loop (flat arrays, ready
 // heaps of 16-byte entries with the rank folded into one integer, FIFO channels along the routes, one
 // transfer per destination device), without memory, critical path, busy times, byte counts, prefetching
@@ -28,11 +38,7 @@ class ScheduleOnly {
   explicit ScheduleOnly(const sim::Simulator& sim) : n_(sim.num_ops()), D_(sim.num_devices()) {
     const graphs::Graph& g = sim.graph();
     const sim::Cluster& c = sim.cluster();
-    std::vector<graphs::OpId> order(n_);
-    std::iota(order.begin(), order.end(), 0);
-    std::sort(order.begin(), order.end(), [&](graphs::OpId a, graphs::OpId b) {
-      return sim.upward_rank(a) != sim.upward_rank(b) ? sim.upward_rank(a) > sim.upward_rank(b) : a < b;
-    });
+    const std::vector<graphs::OpId> order = by_priority(sim);
     priority_.resize(n_);
     for (int32_t i = 0; i < n_; ++i) priority_[order[i]] = i;
     out_begin_.push_back(0);
@@ -206,11 +212,7 @@ class ScheduleLean {
   explicit ScheduleLean(const sim::Simulator& sim) : n_(sim.num_ops()), D_(sim.num_devices()) {
     const graphs::Graph& g = sim.graph();
     const sim::Cluster& c = sim.cluster();
-    op_of_.resize(n_);
-    std::iota(op_of_.begin(), op_of_.end(), 0);
-    std::sort(op_of_.begin(), op_of_.end(), [&](graphs::OpId a, graphs::OpId b) {
-      return sim.upward_rank(a) != sim.upward_rank(b) ? sim.upward_rank(a) > sim.upward_rank(b) : a < b;
-    });
+    op_of_ = by_priority(sim);
     std::vector<int32_t> pos(n_);
     for (int32_t i = 0; i < n_; ++i) pos[op_of_[i]] = i;
     out_begin_.push_back(0);
@@ -242,7 +244,7 @@ class ScheduleLean {
     dev_.resize(n_), dur_.resize(n_), pending_.resize(n_), ready_.resize(n_);
     word_.resize(out_.size()), transfer_s_.resize(out_.size());
     heap_.resize(static_cast<size_t>(n_) + D_);
-    for (auto* v : {&heap_off_, &heap_size_, &running_, &stamp_, &first_}) v->resize(D_);
+    for (auto* v : {&heap_off_, &heap_size_, &running_, &stamp_}) v->resize(D_);
     for (auto* v : {&free_s_, &arrival_s_, &largest_}) v->resize(D_);
     while (P_ < D_) P_ *= 2;
     if (P_ > 16) throw std::invalid_argument("ScheduleLean: at most 16 devices");
@@ -371,7 +373,6 @@ class ScheduleLean {
           w |= kRemote;
           if (stamp_[e] != p) {
             stamp_[e] = p;
-            first_[e] = k;
             largest_[e] = out_[k].bytes;
             w |= kFirst;
           } else {
@@ -420,7 +421,7 @@ class ScheduleLean {
   std::vector<double> dur_, ready_, transfer_s_;
   std::vector<uint64_t> word_;
   std::vector<Key> heap_;
-  std::vector<int32_t> heap_off_, heap_size_, running_, stamp_, first_, next_kind_;
+  std::vector<int32_t> heap_off_, heap_size_, running_, stamp_, next_kind_;
   std::vector<double> free_s_, next_s_, arrival_s_, largest_;
 };
 

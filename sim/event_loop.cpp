@@ -73,8 +73,7 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
   const ByRelease by_release{s.fifo_key.data()};
   const ByRank by_rank_class{rank_class_.data()};
 
-  NextEvent events(s);
-  auto tree_update = [&](int32_t d) { events.update(d); };
+  const NextEvent next_event(s);
 
   // An idle device wakes when its best ready op is ready and the device is free.
   auto schedule_wake = [&](int32_t d) {
@@ -83,7 +82,7 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
     if (t != s.next_s[d] || s.next_kind[d] != kWake) {
       s.next_s[d] = t;
       s.next_kind[d] = kWake;
-      tree_update(d);
+      next_event.update(d);
     }
   };
   auto make_ready = [&](int32_t op, int32_t d) {
@@ -156,7 +155,7 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
   // The network's slot (leaf D) waits for its next event: a transfer ending or finishing its latency.
   auto schedule_net = [&] {
     s.next_s[D] = s.net.next_s();
-    tree_update(D);
+    next_event.update(D);
   };
   // A transfer has delivered its tensor: its consumers on the destinations have that input now.
   auto net_deliver = [&](int32_t f, double t) {
@@ -192,7 +191,7 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
   }
 
   for (;; ++s.events) {
-    const int32_t d = events.next();
+    const int32_t d = next_event.next();
     const double t = s.next_s[d];
     if (t == kInf) break;
     if (checkpoints && s.events >= checkpoints->next) checkpoints->save(s);
@@ -224,7 +223,7 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
       s.running[d] = op;
       s.next_s[d] = t + dur;
       s.next_kind[d] = kEnd;
-      tree_update(d);
+      next_event.update(d);
       mem_alloc(d, info[op].output_mem + info[op].temp_mem, t);
       s.busy[d] += dur;
       if (kGeneral && observer) observer->on_op(op, d, t * unit, (t + dur) * unit);
