@@ -170,6 +170,23 @@ def kendall_tau_b(x, y):
     return (concordant - discordant) / denom if denom > 0 else float("nan")
 
 
+def copy_miss(rows, key="measured_s"):
+    """(correlation, ns per byte): how the signed error (predicted / measured - 1) follows the bytes a placement
+    copies, and the time per byte copied that a least-squares line of measured - predicted on those bytes adds.
+    A strong negative correlation is a cost the model misses in proportion to copying, which noise (unrelated to
+    the placement) would not give; NaN when no placement copies or all copy the same."""
+    copied = [r.get("bytes_copied", 0) for r in rows]
+    errors = [r["predicted_s"] / r[key] - 1 for r in rows]
+    mean = sum(copied) / len(copied)
+    var = sum((c - mean) ** 2 for c in copied)
+    if var == 0:
+        return float("nan"), float("nan")
+    missing = [r[key] - r["predicted_s"] for r in rows]
+    m_mean = sum(missing) / len(missing)
+    slope = sum((c - mean) * (d - m_mean) for c, d in zip(copied, missing)) / var
+    return pearson(copied, errors), slope * 1e9
+
+
 def percentile(values, q):
     s = sorted(values)
     if not s:
@@ -192,6 +209,7 @@ def metrics(rows, key="measured_s"):
             pairs += 1
             correct += (pred[i] - pred[j]) * (meas[i] - meas[j]) > 0
     best_sim = min(range(len(rows)), key=lambda i: pred[i])
+    copy_corr, copy_ns = copy_miss(rows, key)
     return {
         "placements": len(rows),
         "mape": sum(errors) / len(errors),
@@ -207,6 +225,8 @@ def metrics(rows, key="measured_s"):
         # the measurement's own noise, which no prediction can beat.
         "noise": statistics.median(max(r["rounds_s"]) / min(r["rounds_s"]) - 1 for r in rows)
                  if all(len(r.get("rounds_s", [])) > 1 for r in rows) else float("nan"),
+        "error_copies_correlation": copy_corr,
+        "missing_ns_per_byte_copied": copy_ns,
     }
 
 
@@ -467,6 +487,12 @@ def report(args, here, rows_by_graph, calibration, load_before, started, extra):
               lines[0], lines[1]]
     lines += [fmt_row(name, m) for name, m in per_graph_fastest.items()]
     lines.append(fmt_row("**pooled**", pooled_fastest))
+    lines += ["", "Error against copying: the correlation of each placement's signed error with the bytes it copies, "
+              "and the time per byte copied that the measurements add beyond the predictions (a least-squares "
+              "line); a strong negative correlation is a copy cost the model misses, not noise:", "",
+              "| graph | correlation | missing ns per byte copied |", "| --- | ---: | ---: |"]
+    lines += [f"| {name} | {m['error_copies_correlation']:+.2f} | {m['missing_ns_per_byte_copied']:.3f} |"
+              for name, m in per_graph.items()]
     lines += ["", "The same measurements against the plain roofline's predictions (the calibrated cluster without "
               "its efficiency curves):", "", lines[0], lines[1]]
     lines += [fmt_row(name, m) for name, m in per_graph_roofline.items()]
