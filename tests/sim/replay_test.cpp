@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <random>
 #include <tuple>
@@ -229,6 +230,23 @@ TEST_CASE("sim::replay: progress reports every run, warm-up ones marked", "[repl
   options.progress = [&](std::string_view status) { lines.emplace_back(status); };
   run_replay(export_plan(sim, seeded_placement(sim, 1)), "cpu", options);
   CHECK(lines == std::vector<std::string>{"run 1 of 3 (warm-up)", "run 2 of 3", "run 3 of 3"});
+}
+
+// A device's products run on its own threads: BLAS on one thread during a replay (whatever it was set to
+// before), as it was afterwards.
+TEST_CASE("sim::replay::cpu: products run on one BLAS thread during a replay, and the setting is restored", "[replay]") {
+  const graphs::Graph g = testing::random_dag(10, 5);
+  const Cluster c = two_devices();
+  const Simulator sim(g, c);
+  const cpu::BlasThreads two(2);
+  const int before = cpu::BlasThreads::current();  // 2 with OpenBLAS, 1 without
+  std::vector<int> during;
+  ReplayOptions options = fast_options();
+  options.progress = [&](std::string_view) { during.push_back(cpu::BlasThreads::current()); };
+  run_replay(export_plan(sim, seeded_placement(sim, 1)), "cpu", options);
+  REQUIRE_FALSE(during.empty());
+  CHECK(std::all_of(during.begin(), during.end(), [](int t) { return t == 1; }));
+  CHECK(cpu::BlasThreads::current() == before);
 }
 
 TEST_CASE("sim::replay::cpu: kernels compute real values", "[replay]") {

@@ -297,6 +297,7 @@ class Runner {
 ReplayResult replay(const ReplayPlan& plan, const ReplayOptions& options) {
   check_options(options);
   validate_plan(plan);
+  const BlasThreads serial(1);  // a device is its own threads: no BLAS threads beside them
   Runner runner(plan, options);
   runner.run();
   return runner.result();

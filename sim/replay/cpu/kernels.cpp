@@ -11,7 +11,36 @@
 
 #include "sim/replay/plan.h"
 
+#ifdef PLACELAB_OPENBLAS
+extern "C" {
+void openblas_set_num_threads(int threads);
+int openblas_get_num_threads(void);
+}
+#endif
+
 namespace placelab::sim::replay::cpu {
+
+BlasThreads::BlasThreads(int threads) : before_(current()) {
+#ifdef PLACELAB_OPENBLAS
+  openblas_set_num_threads(threads);
+#else
+  (void)threads;
+#endif
+}
+
+BlasThreads::~BlasThreads() {
+#ifdef PLACELAB_OPENBLAS
+  openblas_set_num_threads(before_);
+#endif
+}
+
+int BlasThreads::current() {
+#ifdef PLACELAB_OPENBLAS
+  return openblas_get_num_threads();
+#else
+  return 1;
+#endif
+}
 
 namespace {
 

@@ -76,6 +76,27 @@ class DeviceMemory {
   int64_t stream_cursor_ = 0, operand_cursor_ = 0;
 };
 
+/**
+ * BLAS on `threads` threads while it lives, then as before. A replay runs with BlasThreads(1): a device's
+ * products are split over its own threads_per_device threads, and a BLAS that spreads each product over
+ * every core would make a device other threads than the plan gives it (with OpenBLAS's default of a
+ * thread per core, two devices' products ran 2-5x slower side by side than alone on a 2-core machine,
+ * while the CLI, whose policy library sets one thread at start-up, did not show it). Without OpenBLAS
+ * (Eigen's own products, on the calling thread) it does nothing.
+ */
+class BlasThreads {
+ public:
+  explicit BlasThreads(int threads);
+  ~BlasThreads();
+  BlasThreads(const BlasThreads&) = delete;
+  BlasThreads& operator=(const BlasThreads&) = delete;
+  /** Threads BLAS uses now (1 without OpenBLAS). */
+  static int current();
+
+ private:
+  int before_;
+};
+
 /** The value DeviceMemory puts at position i of every buffer: small, exact in float, not constant. */
 inline float pattern(int64_t i) { return static_cast<float>(i % 17) * 0.125f - 1.0f; }
 
