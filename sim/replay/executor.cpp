@@ -65,6 +65,7 @@ nlohmann::json replay_result_to_json(const ReplayPlan& plan, const ReplayResult&
           {"flops_done", result.flops_done},
           {"bytes_streamed", result.bytes_streamed},
           {"bytes_copied", result.bytes_copied},
+          {"wait_spin_s", result.wait_spin_s},
           {"copy_checksum", result.copy_checksum},
           {"devices", devices}};
 }

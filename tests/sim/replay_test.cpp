@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <sched.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <random>
@@ -247,6 +249,27 @@ TEST_CASE("sim::replay::cpu: products run on one BLAS thread during a replay, an
   REQUIRE_FALSE(during.empty());
   CHECK(std::all_of(during.begin(), during.end(), [](int t) { return t == 1; }));
   CHECK(cpu::BlasThreads::current() == before);
+}
+
+// Waiting threads spin long only where each has a core of its own (pinned devices, no copy threads):
+// elsewhere a spinning thread would take a core another needs.
+TEST_CASE("sim::replay::cpu: device threads with cores of their own spin before sleeping, others briefly", "[replay]") {
+  const graphs::Graph g = testing::random_dag(10, 5);
+  const Cluster c = two_devices();
+  const Simulator sim(g, c);
+  const ReplayPlan plan = export_plan(sim, seeded_placement(sim, 1));
+  ReplayOptions options = fast_options();
+  options.pin_threads = false;
+  CHECK(run_replay(plan, "cpu", options).wait_spin_s == Approx(20e-6));
+  options.pin_threads = true;
+  options.copy_threads = true;
+  CHECK(run_replay(plan, "cpu", options).wait_spin_s == Approx(20e-6));
+  options.copy_threads = false;
+  const double spin = run_replay(plan, "cpu", options).wait_spin_s;
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  REQUIRE(sched_getaffinity(0, sizeof(allowed), &allowed) == 0);
+  CHECK(spin == Approx(CPU_COUNT(&allowed) >= 2 ? 0.01 : 20e-6));  // two devices: a core each when there are two
 }
 
 TEST_CASE("sim::replay::cpu: kernels compute real values", "[replay]") {

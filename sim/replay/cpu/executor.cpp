@@ -2,8 +2,9 @@
 // arena and runs the device's ops in plan order. A transfer is copied by its producer's thread right
 // after the producer (the default: no extra threads to wake on a machine with few cores), or, with
 // ReplayOptions::copy_threads, by one thread per ordered device pair in plan order. Completion is an
-// epoch per op and per transfer (the run number), so no flag is reset between runs; waiting spins
-// for ~20 us, then sleeps on the atomic (a futex).
+// epoch per op and per transfer (the run number), so no flag is reset between runs; waiting spins,
+// then sleeps on the atomic (a futex): a device thread with a core of its own spins up to 10 ms, others
+// 20 us.
 #include "sim/replay/cpu/executor.h"
 
 #include <pthread.h>
@@ -33,12 +34,19 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using Flags = std::unique_ptr<std::atomic<uint32_t>[]>;
 
-void wait_for(const std::atomic<uint32_t>& flag, uint32_t epoch) {
+// How long a waiting thread spins before it sleeps. A futex wake-up costs tens of us, and far more in a VM:
+// on this project's 2-core VM a device handing each op to the other one paid ~130 us more per handoff
+// after sleeping (64 kB copies between 2.4 ms ops: 205-214 us per hop with 20 us of spinning, 77-82 us
+// with 10 ms; bench/results/fidelity.md), a cost of the replay's waiting that no device of the model has.
+// A device thread with a core of its own spins until a wait is long (it takes nobody's time); threads
+// that share cores spin only briefly, so that they do not delay each other.
+constexpr auto kDedicatedSpin = std::chrono::milliseconds(10);
+constexpr auto kSharedSpin = std::chrono::microseconds(20);
+
+void wait_for(const std::atomic<uint32_t>& flag, uint32_t epoch, Clock::duration spin) {
   uint32_t seen = flag.load(std::memory_order_acquire);
   if (seen == epoch) return;
-  // Spinning a little avoids a futex wake-up (tens of us, far more on a loaded machine) for short waits.
-  constexpr auto kSpin = std::chrono::microseconds(20);
-  const auto spin_until = Clock::now() + kSpin;
+  const auto spin_until = Clock::now() + spin;
   for (int spins = 0; seen != epoch; seen = flag.load(std::memory_order_acquire)) {
     if ((++spins & 63) == 0 && Clock::now() > spin_until) {
       flag.wait(seen, std::memory_order_acquire);  // sleeps while the value is `seen`
@@ -134,6 +142,7 @@ class Runner {
     const std::vector<int> cpus = allowed_cpus();
     const bool pin = options_.pin_threads &&
                      plan_.devices.size() * static_cast<size_t>(options_.threads_per_device) <= cpus.size();
+    spin_ = pin && copiers == 0 ? Clock::duration(kDedicatedSpin) : Clock::duration(kSharedSpin);
     std::vector<std::thread> threads;
     for (size_t d = 0; d < plan_.devices.size(); ++d)
       threads.emplace_back([&, d] {
@@ -157,6 +166,7 @@ class Runner {
 
   ReplayResult result() const {
     ReplayResult out{.backend = "cpu"};
+    out.wait_spin_s = std::chrono::duration<double>(spin_).count();
     std::vector<std::pair<double, int32_t>> by_step;
     for (int32_t r = options_.warmup; r < runs_; ++r) {
       double first = INFINITY, last = 0;
@@ -228,8 +238,8 @@ class Runner {
       double checksum = 0;
       for (int32_t i : device.ops) {
         const PlanOp& op = plan_.ops[i];
-        for (int32_t q : op.after_ops) wait_for(op_done_[q], epoch);
-        for (int32_t t : op.after_transfers) wait_for(transfer_done_[t], epoch);
+        for (int32_t q : op.after_ops) wait_for(op_done_[q], epoch, spin_);
+        for (int32_t t : op.after_transfers) wait_for(transfer_done_[t], epoch, spin_);
         const double t0 = now_s();
         checksum += run_kernel(d, work_[i]);
         const double t1 = now_s();
@@ -267,7 +277,7 @@ class Runner {
       start.arrive_and_wait();
       const auto epoch = static_cast<uint32_t>(r + 1);
       for (int32_t t : pair.transfers) {
-        wait_for(op_done_[plan_.transfers[t].producer], epoch);
+        wait_for(op_done_[plan_.transfers[t].producer], epoch, spin_);
         copy(t, r, epoch);
       }
       end.arrive_and_wait();
@@ -290,6 +300,7 @@ class Runner {
   std::vector<double> checksum_;
   std::vector<double> pair_check_;  // per pair, like checksum_
   Clock::time_point base_;
+  Clock::duration spin_{kSharedSpin};  // how long a waiting thread spins (set by run())
 };
 
 }  // namespace
