@@ -54,7 +54,8 @@ struct ReplayResult {
   double flops_done = 0;     // FLOPs the kernels of one run executed (GEMM shapes round the ops' FLOPs)
   double bytes_streamed = 0; // bytes the memory-bound kernels of one run read and wrote
   double bytes_copied = 0;   // bytes the transfers of one run copied
-  double wait_spin_s = 0;    // CPU backend: how long a waiting thread spun before sleeping (10 ms with a core of its own, else 20 us)
+  double wait_spin_s = 0;    // CPU backend: how long a waiting thread spun before sleeping
+                             // (10 ms with a core of its own, else 20 us)
 };
 
 /** "cpu" or "cuda"; anything else is a placelab::Error naming both. */
