@@ -43,8 +43,9 @@ void run(const CalibrateArgs& a) {
     note("placelab: warning: {} devices x {} threads need {} cores but this machine has {}: the devices "
          "share cores, so the measured rates are not those of separate devices\n",
          options.devices, std::max(1, options.replay.threads_per_device), threads, cores);
-  note("placelab: calibrating the {} backend with {} devices{}{}...\n", a.backend, options.devices,
-       options.host ? " and the host" : "", options.quick ? " (quick)" : "");
+  note("placelab: calibrating the {} backend with {} devices{}{}{}...\n", a.backend, options.devices,
+       options.host ? " and the host" : "",
+       options.quick ? " (quick)" : "", options.passes == 1 ? "" : fmt::format(", {} passes (each point its fastest)", options.passes));
   report(a, sim::replay::calibrate(a.backend, options));
 }
 
@@ -105,6 +106,8 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_option("--measurements", args->measurements, "Also write the points and fits (placelab.calibration)");
   cmd->add_option("--devices", args->options.devices, "Devices measured at once (default 2)");
   cmd->add_option("--repeats", args->options.replay.repeats, "Measured runs per micro-benchmark (default 5)");
+  cmd->add_option("--passes", args->options.passes,
+                  "Passes of every micro-benchmark, each point its fastest (default 3)");
   cmd->add_option("--threads-per-device", args->options.replay.threads_per_device, "CPU backend: threads per device");
   cmd->add_flag("--host", args->options.host,
                 "CUDA backend: also measure the host CPU (its ops run as host functions) and its link to the GPUs; "

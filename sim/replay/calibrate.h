@@ -26,6 +26,12 @@ struct CalibrationOptions {
   int32_t devices = 2;
   /** Three sizes per curve and short runs: seconds, for tests and smoke checks. */
   bool quick = false;
+  /**
+   * Passes of every micro-benchmark; each point keeps its fastest pass. On a shared machine a burst of
+   * other work lasting seconds slowed a whole 7-second pass by 15-25% (bench/results/fidelity.md), which
+   * one pass's repeats cannot see past.
+   */
+  int32_t passes = 3;
   /** How each micro-benchmark plan runs (warm-up and repeats, threads, pinning, arena). */
   ReplayOptions replay{.warmup = 1, .repeats = 5};
   /** Wanted duration of one micro-benchmark run (a chain of equal ops), in seconds. */
@@ -116,6 +122,7 @@ struct Calibration {
   std::string backend;
   int32_t devices = 0;
   double device_memory_bytes = 0;
+  int32_t passes = 1;  // each point the fastest of this many (CalibrationOptions::passes)
   std::vector<CalibrationPoint> points;
   RooflineFit roofline;
   CurveFit curves;
@@ -134,6 +141,12 @@ struct Calibration {
 
 /** Measures `backend` ("cpu" or "cuda"); throws placelab::Error when it is unavailable. */
 Calibration calibrate(std::string_view backend, const CalibrationOptions& options = {});
+
+/**
+ * Merges one pass's points into `points`: a point measured before (the same what, size, device and shape)
+ * keeps the faster time, a new one is added. A pass that met a burst of other work loses to the others.
+ */
+void keep_fastest(std::vector<CalibrationPoint>& points, std::span<const CalibrationPoint> pass);
 
 /**
  * Least squares in relative error of t = F x + B y + L over the compute ("compute": F = size),

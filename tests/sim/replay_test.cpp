@@ -476,6 +476,33 @@ TEST_CASE("sim::replay::calibrate: a quick calibration gives a valid cluster", "
   CHECK_THROWS_WITH(refit_calibration(broken, "cal.json"), Contains("cal.json: points[0]"));
 }
 
+TEST_CASE("sim::replay::calibrate: passes keep each point's fastest time", "[replay]") {
+  const graphs::GemmDims skinny{1, 4096, 64, 64};
+  std::vector<CalibrationPoint> points{{"compute", 1e6, 2e-4}, {"copy", 4e3, 1e-6}, {"shape", skinny.flops(), 3e-4, "", skinny}};
+  const std::vector<CalibrationPoint> pass{{"compute", 1e6, 1.5e-4},  // faster: replaces
+                                           {"copy", 4e3, 3e-6},       // slower: ignored
+                                           {"copy", 4e3, 5e-7, "loaded"},  // another device's point: added
+                                           {"shape", skinny.flops(), 1e-4, "", {1, 64, 4096, 64}}};  // another shape
+  keep_fastest(points, pass);
+  REQUIRE(points.size() == 5);
+  CHECK(points[0].time_s == 1.5e-4);
+  CHECK(points[1].time_s == 1e-6);
+  CHECK(points[2].time_s == 3e-4);
+  CHECK(points[3].device == "loaded");
+  CHECK(points[4].gemm.m == 64);
+
+  CalibrationOptions options{.devices = 2, .quick = true, .passes = 2, .replay = fast_options(), .run_s = 1e-4};
+  options.replay.repeats = 1;
+  const Calibration cal = calibrate("cpu", options);
+  CHECK(cal.passes == 2);
+  CHECK(cal.points.size() == 17);  // as one pass has: each point once
+  const nlohmann::json doc = calibration_to_json(cal);
+  CHECK(doc["passes"] == 2);
+  CHECK(refit_calibration(doc, "cal.json").passes == 2);
+  options.passes = 0;
+  CHECK_THROWS_WITH(calibrate("cpu", options), Contains("passes is 0"));
+}
+
 TEST_CASE("sim::replay::calibrate: a CUDA calibration's host is fitted apart and comes first in the cluster", "[replay]") {
   // GPU points (device "") and host points (device "host") of two known models: each fit sees its own.
   std::vector<CalibrationPoint> points{{"launch", 0, 5e-6}, {"launch", 0, 2.4e-5, "host"}};

@@ -113,22 +113,19 @@ class Runner {
       work_.push_back(w);
     }
     std::map<std::pair<int32_t, int32_t>, size_t> pair_of;
-    std::vector<double> pair_bytes;
     for (size_t t = 0; t < n_transfers_; ++t) {
       const PlanTransfer& x = plan.transfers[t];
       auto [it, fresh] = pair_of.try_emplace({x.src, x.dst}, pairs_.size());
-      if (fresh) {
-        pairs_.push_back({.src = x.src, .dst = x.dst, .transfers = {}, .ring = {}});
-        pair_bytes.push_back(0);
-      }
+      if (fresh) pairs_.push_back({.src = x.src, .dst = x.dst, .transfers = {}, .ring = {}});
       pairs_[it->second].transfers.push_back(static_cast<int32_t>(t));
       pair_of_transfer_.push_back(it->second);
-      pair_bytes[it->second] = std::max(pair_bytes[it->second], x.bytes);
     }
-    for (size_t p = 0; p < pairs_.size(); ++p) {
-      const double floats = std::min(pair_bytes[p], options.arena_bytes / 2) / 4;
-      pairs_[p].ring.assign(std::max<size_t>(1024, static_cast<size_t>(floats) + 1), 0.0f);
-    }
+    // Every ring is half an arena, whatever the pair's transfers, so that a copy writes lines the ring's last
+    // pass left long ago (out of the caches), as a graph's copies do between ops: sized by its own
+    // transfers, the calibration's ping-pong rewrote lines still in the cache and copied 1.5-2x faster
+    // than a graph's copies of the same size (bench/results/fidelity.md).
+    const auto ring_floats = std::max<size_t>(1024, static_cast<size_t>(options.arena_bytes / 8));
+    for (PairQueue& pair : pairs_) pair.ring.assign(ring_floats, 0.0f);
     pair_check_.assign(pairs_.size(), 0.0);
     sends_.resize(n_ops_);
     for (size_t t = 0; t < n_transfers_; ++t) sends_[plan.transfers[t].producer].push_back(static_cast<int32_t>(t));
