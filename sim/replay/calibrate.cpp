@@ -645,6 +645,7 @@ Calibration refit_calibration(const nlohmann::json& doc, const std::string& orig
                                       .at("memory_bytes").as_amount();
   cal.copy_engine = root.has("copy_engine") ? root.at("copy_engine").as_bool() : cal.backend != "cpu";
   cal.passes = root.has("passes") ? static_cast<int32_t>(root.at("passes").as_int()) : 1;
+  if (cal.passes < 1) root.at("passes").fail("must be >= 1");
   const io::JsonNode points = root.at("points");
   for (size_t i = 0; i < points.size(); ++i) {
     const io::JsonNode p = points.at(i);

@@ -499,6 +499,9 @@ TEST_CASE("sim::replay::calibrate: passes keep each point's fastest time", "[rep
   const nlohmann::json doc = calibration_to_json(cal);
   CHECK(doc["passes"] == 2);
   CHECK(refit_calibration(doc, "cal.json").passes == 2);
+  nlohmann::json broken = doc;
+  broken["passes"] = 0;
+  CHECK_THROWS_WITH(refit_calibration(broken, "cal.json"), Contains("cal.json: passes") && Contains("must be >= 1"));
   options.passes = 0;
   CHECK_THROWS_WITH(calibrate("cpu", options), Contains("passes is 0"));
 }
