@@ -122,7 +122,7 @@ class Runner {
     }
     // Every ring is half an arena, whatever the pair's transfers, so that a copy writes lines the ring's last
     // pass left long ago (out of the caches), as a graph's copies do between ops: sized by its own
-    // transfers, the calibration's ping-pong rewrote lines still in the cache and copied 1.5-2x faster
+    // transfers, the calibration's ping-pong rewrote lines still in the cache and copied 1.2-2x faster
     // than a graph's copies of the same size (bench/results/fidelity.md).
     const auto ring_floats = std::max<size_t>(1024, static_cast<size_t>(options.arena_bytes / 8));
     for (PairQueue& pair : pairs_) pair.ring.assign(ring_floats, 0.0f);
