@@ -372,7 +372,8 @@ Calibration measure_pass(std::string_view backend, const CalibrationOptions& ask
   if (options.quick) {  // a smoke test: short runs (over a small arena on CPUs, where touching it takes time)
     options.replay.warmup = std::min(options.replay.warmup, 1);
     options.replay.repeats = std::min(options.replay.repeats, 3);
-    if (!cuda_backend) options.replay.arena_bytes = std::min(options.replay.arena_bytes, 4.0 * (1 << 20));
+    if (!cuda_backend)
+      options.replay.arena_bytes = std::min(with_default_arena(options.replay, kCpuArenaBytes).arena_bytes, 4.0 * (1 << 20));
     options.run_s = std::min(options.run_s, 5e-4);
   }
   check_options(options.replay);

@@ -28,8 +28,14 @@ void check_options(const ReplayOptions& options) {
   if (options.repeats < 1) throw Error(fmt::format("replay: repeats is {}, must be >= 1", options.repeats));
   if (options.threads_per_device < 1 || options.threads_per_device > 256)
     throw Error(fmt::format("replay: threads per device is {}, must be in [1, 256]", options.threads_per_device));
-  if (!(options.arena_bytes >= 4096 && options.arena_bytes <= 64.0 * (1LL << 30)))
-    throw Error(fmt::format("replay: arena bytes is {}, must be in [4 KiB, 64 GiB]", options.arena_bytes));
+  if (!(options.arena_bytes == 0 || (options.arena_bytes >= 4096 && options.arena_bytes <= 64.0 * (1LL << 30))))
+    throw Error(fmt::format("replay: arena bytes is {}, must be in [4 KiB, 64 GiB] (or 0 for the backend's default)",
+                            options.arena_bytes));
+}
+
+ReplayOptions with_default_arena(ReplayOptions options, double default_bytes) {
+  if (options.arena_bytes == 0) options.arena_bytes = default_bytes;
+  return options;
 }
 
 ReplayResult run_replay(const ReplayPlan& plan, std::string_view backend, const ReplayOptions& options) {
@@ -66,6 +72,7 @@ nlohmann::json replay_result_to_json(const ReplayPlan& plan, const ReplayResult&
           {"bytes_streamed", result.bytes_streamed},
           {"bytes_copied", result.bytes_copied},
           {"wait_spin_s", result.wait_spin_s},
+          {"arena_bytes", result.arena_bytes},
           {"copy_checksum", result.copy_checksum},
           {"devices", devices}};
 }

@@ -15,6 +15,16 @@
 
 namespace placelab::sim::replay {
 
+/**
+ * The CPU backend's default arena per device. Small enough that two devices' arenas and rings share
+ * this project's VM's 32 MiB L3 without evicting each other: with 32 MiB arenas, resnet50's ops ran 7-9%
+ * slower when its placement handed every op to the other core than on one core, a cost of the replay's
+ * shared cache that separate devices do not have (bench/results/fidelity.md, session 24).
+ */
+inline constexpr double kCpuArenaBytes = 8.0 * (1 << 20);
+/** The CUDA backend's default arena per GPU (and for its host device). */
+inline constexpr double kCudaArenaBytes = 32.0 * (1 << 20);
+
 /** Knobs of a replay run. */
 struct ReplayOptions {
   /** Runs of the whole plan before measuring (page faults, caches, thread start-up). */
@@ -31,8 +41,11 @@ struct ReplayOptions {
    * no extra cores: a copy then delays the producer's device by its duration).
    */
   bool copy_threads = false;
-  /** CPU backend: bytes of each device's streaming arena (memory-bound kernels cycle through it). */
-  double arena_bytes = 32.0 * (1 << 20);
+  /**
+   * Bytes of each device's arena (kernels' operands and results; memory-bound kernels cycle through it);
+   * 0: the backend's default, kCpuArenaBytes or kCudaArenaBytes.
+   */
+  double arena_bytes = 0;
   /** Called after every run (warm-up ones too) with a one-line status; the CLI prints it on stderr. */
   std::function<void(std::string_view)> progress;
 };
@@ -56,6 +69,7 @@ struct ReplayResult {
   double bytes_copied = 0;   // bytes the transfers of one run copied
   double wait_spin_s = 0;    // CPU backend: how long a waiting thread spun before sleeping
                              // (10 ms with a core of its own, else 20 us)
+  double arena_bytes = 0;    // each device's arena, as run (the backend's default when none was asked)
 };
 
 /** "cpu" or "cuda"; anything else is a placelab::Error naming both. */
@@ -66,6 +80,9 @@ ReplayResult run_replay(const ReplayPlan& plan, std::string_view backend, const 
 
 /** Checks the options' ranges; throws placelab::Error naming the option. */
 void check_options(const ReplayOptions& options);
+
+/** `options` with its arena resolved: `default_bytes` (a backend's) when arena_bytes is 0. */
+ReplayOptions with_default_arena(ReplayOptions options, double default_bytes);
 
 /** The measured facts as JSON, with the plan's prediction and the relative error beside them. */
 nlohmann::json replay_result_to_json(const ReplayPlan& plan, const ReplayResult& result);

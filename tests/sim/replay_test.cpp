@@ -251,13 +251,18 @@ TEST_CASE("sim::replay::cpu: products run on one BLAS thread during a replay, an
   CHECK(cpu::BlasThreads::current() == before);
 }
 
-// Waiting threads spin long only where each has a core of its own (pinned devices, no copy threads):
-// elsewhere a spinning thread would take a core another needs.
-TEST_CASE("sim::replay::cpu: device threads with cores of their own spin before sleeping, others briefly", "[replay]") {
+// A 10-op random graph's plan, seeded over two devices.
+ReplayPlan two_device_plan() {
   const graphs::Graph g = testing::random_dag(10, 5);
   const Cluster c = two_devices();
   const Simulator sim(g, c);
-  const ReplayPlan plan = export_plan(sim, seeded_placement(sim, 1));
+  return export_plan(sim, seeded_placement(sim, 1));
+}
+
+// Waiting threads spin long only where each has a core of its own (pinned devices, no copy threads):
+// elsewhere a spinning thread would take a core another needs.
+TEST_CASE("sim::replay::cpu: device threads with cores of their own spin before sleeping, others briefly", "[replay]") {
+  const ReplayPlan plan = two_device_plan();
   ReplayOptions options = fast_options();
   options.pin_threads = false;
   CHECK(run_replay(plan, "cpu", options).wait_spin_s == Approx(20e-6));
@@ -270,6 +275,20 @@ TEST_CASE("sim::replay::cpu: device threads with cores of their own spin before 
   CPU_ZERO(&allowed);
   REQUIRE(sched_getaffinity(0, sizeof(allowed), &allowed) == 0);
   CHECK(spin == Approx(CPU_COUNT(&allowed) >= 2 ? 0.01 : 20e-6));  // two devices: a core each when there are two
+}
+
+// A replay that asks for no arena runs on its backend's default and says so; one that asks runs on that.
+TEST_CASE("sim::replay::cpu: the arena is the backend's default unless asked", "[replay]") {
+  const ReplayPlan plan = two_device_plan();
+  ReplayOptions options = fast_options();
+  CHECK(run_replay(plan, "cpu", options).arena_bytes == 1 << 16);
+  options.arena_bytes = 0;
+  const ReplayResult r = run_replay(plan, "cpu", options);
+  CHECK(r.arena_bytes == kCpuArenaBytes);
+  CHECK(replay_result_to_json(plan, r)["arena_bytes"] == kCpuArenaBytes);
+  CHECK(with_default_arena(options, 123e3).arena_bytes == 123e3);
+  options.arena_bytes = 100;
+  CHECK_THROWS_WITH(run_replay(plan, "cpu", options), Catch::Contains("arena bytes is 100") && Catch::Contains("0 for the backend's default"));
 }
 
 TEST_CASE("sim::replay::cpu: kernels compute real values", "[replay]") {
@@ -348,6 +367,13 @@ TEST_CASE("sim::replay::cpu: kernels compute real values", "[replay]") {
     CHECK(src == 160);
     CHECK(dst == 10);
     for (int64_t i = 0; i < 100; ++i) CHECK(ring[(60 + 50 + i) % 100] == cpu::pattern(60 + i));
+    // Copies start and end anywhere, not only where a store of 4 floats fits.
+    for (int64_t start : {1, 3, 5}) {
+      std::vector<float> big(300, -7.0f);
+      int64_t from = 2, to = start;
+      mem.copy_to(big.data(), 300, &from, &to, 4 * 77);
+      for (int64_t i = 0; i < 300; ++i) CHECK(big[i] == (i >= start && i < start + 77 ? cpu::pattern(i - start + 2) : -7.0f));
+    }
   }
   SECTION("the executor reports the kernels' results") {
     ReplayPlan plan{.graph = "two", .cluster = "one"};

@@ -302,13 +302,16 @@ class Runner {
 
 }  // namespace
 
-ReplayResult replay(const ReplayPlan& plan, const ReplayOptions& options) {
-  check_options(options);
+ReplayResult replay(const ReplayPlan& plan, const ReplayOptions& asked) {
+  check_options(asked);
   validate_plan(plan);
+  const ReplayOptions options = with_default_arena(asked, kCpuArenaBytes);
   const BlasThreads serial(1);  // a device is its own threads: no BLAS threads beside them
   Runner runner(plan, options);
   runner.run();
-  return runner.result();
+  ReplayResult result = runner.result();
+  result.arena_bytes = options.arena_bytes;
+  return result;
 }
 
 }  // namespace placelab::sim::replay::cpu

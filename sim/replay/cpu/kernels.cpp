@@ -1,6 +1,6 @@
 // The CPU replay kernels (see kernels.h). The GEMM is Eigen's, on the op's own shape over operands in
-// the arena, so a compute-bound op runs at the rate its shape gets; the streaming kernel walks a ring larger than the
-// caches, so a memory-bound op runs at memory bandwidth whatever its size.
+// the arena, so a compute-bound op runs at the rate its shape gets; the streaming kernel walks a ring
+// through the arena, so a memory-bound op moves data of its own; copies bypass the copying core's caches.
 #include "sim/replay/cpu/kernels.h"
 
 #include <algorithm>
@@ -8,6 +8,10 @@
 #include <cstring>
 
 #include <Eigen/Core>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "sim/replay/plan.h"
 
@@ -167,6 +171,29 @@ double DeviceMemory::stream(int64_t begin, int64_t elements) {
   return sum0 + sum1;
 }
 
+namespace {
+
+// dst[0, n) = src[0, n) with non-temporal stores where the machine has them: a transfer lands in the
+// destination's memory as a device's DMA would write it, not in the copying core's caches. With cached
+// stores a copy's speed depended on what the op before it left dirty in those caches (800 kB on this
+// project's VM: 42.8 GB/s after nothing, 29.4 after a streaming op, 15.4 after a GEMM; non-temporal
+// 24.9, 24.7 and 19.3), so the calibration's ping-pong, with nothing between its copies, priced a graph's
+// copies 1.5-2.7x too fast (bench/results/fidelity.md, session 24).
+void copy_floats(float* dst, const float* src, int64_t n) {
+#if defined(__SSE2__)
+  int64_t i = 0;
+  for (; i < n && reinterpret_cast<uintptr_t>(dst + i) % 16 != 0; ++i) dst[i] = src[i];
+  for (; i + 16 <= n; i += 16)
+    for (int64_t j = i; j < i + 16; j += 4) _mm_stream_ps(dst + j, _mm_loadu_ps(src + j));
+  for (; i < n; ++i) dst[i] = src[i];
+  _mm_sfence();  // the stores are weakly ordered: done before the transfer is signalled
+#else
+  std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+#endif
+}
+
+}  // namespace
+
 double DeviceMemory::copy_to(float* dst, int64_t dst_floats, int64_t* src_cursor, int64_t* dst_cursor,
                              double bytes) const {
   const auto size = static_cast<int64_t>(src_.size());
@@ -174,7 +201,7 @@ double DeviceMemory::copy_to(float* dst, int64_t dst_floats, int64_t* src_cursor
   double check = 0;
   while (left > 0) {
     const int64_t len = std::min({left, size - *src_cursor, dst_floats - *dst_cursor});
-    std::memcpy(dst + *dst_cursor, src_.data() + *src_cursor, static_cast<size_t>(len) * sizeof(float));
+    copy_floats(dst + *dst_cursor, src_.data() + *src_cursor, len);
     for (int64_t i = len - 1; i >= 0; i -= 1024) check += dst[*dst_cursor + i];
     *src_cursor = (*src_cursor + len) % size;
     *dst_cursor = (*dst_cursor + len) % dst_floats;

@@ -539,14 +539,17 @@ double device_memory_bytes(int device) {
   return static_cast<double>(prop.totalGlobalMem);
 }
 
-ReplayResult replay(const ReplayPlan& plan, const ReplayOptions& options) {
+ReplayResult replay(const ReplayPlan& plan, const ReplayOptions& asked) {
   std::string why;
   const int gpus = device_count(&why);
   if (gpus == 0) throw Error("replay --backend cuda: " + why);
-  check_options(options);
+  check_options(asked);
   validate_plan(plan);
+  const ReplayOptions options = with_default_arena(asked, kCudaArenaBytes);
   Runner runner(plan, options, gpus);
-  return runner.run();
+  ReplayResult result = runner.run();
+  result.arena_bytes = options.arena_bytes;
+  return result;
 }
 
 }  // namespace placelab::sim::replay::cuda
