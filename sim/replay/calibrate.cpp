@@ -40,15 +40,21 @@ ReplayPlan chain_plan(int32_t devices, int32_t length, KernelKind kernel, double
   return plan;
 }
 
-/** Empty ops alternate between devices 0 and 1 (of kinds `kind0` and `kind1`), each hop a transfer of `bytes`. */
-ReplayPlan ping_pong_plan(int32_t hops, double bytes, const std::string& kind0, const std::string& kind1) {
+/**
+ * Ops alternate between devices 0 and 1 (of kinds `kind0` and `kind1`), each hop a transfer of `bytes`:
+ * empty ops, or square products of `hop_flops`.
+ */
+ReplayPlan ping_pong_plan(int32_t hops, double bytes, const std::string& kind0, const std::string& kind1,
+                          double hop_flops = 0) {
   ReplayPlan plan{.graph = "calibration-ping-pong", .cluster = "calibration"};
   for (int32_t d = 0; d < 2; ++d) {
     const std::string& kind = d == 0 ? kind0 : kind1;
     plan.devices.push_back({.name = fmt::format("{}{}", kind, kind0 == kind1 ? d : 0), .kind = kind, .ops = {}});
   }
+  const KernelKind kernel = hop_flops > 0 ? KernelKind::compute : KernelKind::none;
   for (int32_t i = 0; i <= hops; ++i) {
-    PlanOp op{.name = fmt::format("hop{}", i), .type = "none", .device = i % 2};
+    PlanOp op{.name = fmt::format("hop{}", i), .type = std::string(kernel_kind_name(kernel)), .device = i % 2,
+              .kernel = kernel, .flops = hop_flops};
     if (i > 0) {
       op.after_transfers = {i - 1};
       plan.transfers.push_back({.producer = i - 1, .src = (i - 1) % 2, .dst = i % 2, .bytes = bytes});
@@ -60,26 +66,34 @@ ReplayPlan ping_pong_plan(int32_t hops, double bytes, const std::string& kind0, 
 }
 
 /**
- * Device 0 runs `hops` empty ops, each followed by a copy of `bytes` to device 1, while device 1 streams
- * `streams` ops of `stream_bytes` each, a chain of its own: copies made beside a busy core, as a graph's are
- * when both devices work.
+ * Device 0 runs `hops` ops (square products of `hop_flops`, or empty ones), each followed by a copy of
+ * `bytes` to device 1, while device 1 streams `streams` ops of `stream_bytes` each, a chain of its own:
+ * copies made beside a busy core, as a graph's are when both devices work.
  */
-ReplayPlan loaded_copy_plan(int32_t hops, double bytes, int32_t streams, double stream_bytes, const std::string& kind) {
+ReplayPlan loaded_copy_plan(int32_t hops, double bytes, int32_t streams, double stream_bytes, const std::string& kind,
+                            double hop_flops) {
   ReplayPlan plan{.graph = "calibration-loaded-copies", .cluster = "calibration"};
   for (int32_t d = 0; d < 2; ++d) plan.devices.push_back({.name = fmt::format("{}{}", kind, d), .kind = kind, .ops = {}});
-  auto chain = [&](int32_t device, int32_t length, KernelKind kernel, double op_bytes) {
+  auto chain = [&](int32_t device, int32_t length, KernelKind kernel, double op_flops, double op_bytes) {
     for (int32_t i = 0; i < length; ++i) {
       const auto id = static_cast<int32_t>(plan.ops.size());
       plan.ops.push_back({.name = fmt::format("d{}/op{}", device, i), .type = std::string(kernel_kind_name(kernel)),
-                          .device = device, .kernel = kernel, .bytes = op_bytes,
+                          .device = device, .kernel = kernel, .flops = op_flops, .bytes = op_bytes,
                           .after_ops = i > 0 ? std::vector<int32_t>{id - 1} : std::vector<int32_t>{}});
       plan.devices[device].ops.push_back(id);
       if (device == 0) plan.transfers.push_back({.producer = id, .src = 0, .dst = 1, .bytes = bytes});
     }
   };
-  chain(0, hops, KernelKind::none, 0);
-  chain(1, streams, KernelKind::memory, stream_bytes);
+  chain(0, hops, hop_flops > 0 ? KernelKind::compute : KernelKind::none, hop_flops, 0);
+  chain(1, streams, KernelKind::memory, 0, stream_bytes);
   return plan;
+}
+
+/** The median over a replay's transfers of each one's own time (in its median run). */
+double median_copy_s(const ReplayResult& r) {
+  std::vector<double> spans;
+  for (size_t i = 0; i < r.transfer_end_s.size(); ++i) spans.push_back(r.transfer_end_s[i] - r.transfer_start_s[i]);
+  return spans.empty() ? 0 : lower_median(spans);
 }
 
 /**
@@ -443,34 +457,42 @@ Calibration measure_pass(std::string_view backend, const CalibrationOptions& ask
     });
     return fit_roofline(cal.points, device);
   };
-  // Ping-pongs between a device of kind0 and one of kind1: each hop is a transfer and an empty op (whose
-  // launch, the mean of the two devices', is taken off), as points "copy" of `device`.
+  // A CPU backend's copy is made by its producer's core right after the producer, whose kernel left that
+  // core's caches full of its results, which the copy must write back as it goes: on this project's VM a
+  // 713 kB copy ran at 23.3 GB/s after an empty op, 17.9 after a product of 64 MFLOP and 13.7 after one of
+  // 250 MFLOP (bench/results/fidelity.md, session 24). So there each hop is a product of kCopyAfterFlops
+  // and a copy's time its own span, the median over kCopyHops hops; a CUDA copy is a copy engine's, after
+  // empty ops, its time a hop's less the launch.
+  constexpr double kCopyAfterFlops = 64e6;
+  constexpr int32_t kCopyHops = 40;
+  const double copy_after_flops = cuda_backend ? 0 : options.quick ? flops_hi : kCopyAfterFlops;
+  // Ping-pongs between a device of kind0 and one of kind1, as points "copy" of `device`.
   auto measure_link = [&](const std::string& kind0, const std::string& kind1, double launch_s, const std::string& device) {
     sweep(log_sizes(4e3, copy_hi, copy_count), launch_s, [&](double b) {
-      const double hop_s = per_op_s(backend, options, max_length, [&](int32_t n) { return ping_pong_plan(n, b, kind0, kind1); });
-      const double t = std::max(hop_s - launch_s, 1e-9);
+      double t = 0;
+      if (copy_after_flops > 0) {
+        t = median_copy_s(run_replay(ping_pong_plan(kCopyHops, b, kind0, kind1, copy_after_flops), backend, options.replay));
+      } else {
+        const double hop_s = per_op_s(backend, options, max_length, [&](int32_t n) { return ping_pong_plan(n, b, kind0, kind1); });
+        t = hop_s - launch_s;
+      }
+      t = std::max(t, 1e-9);
       cal.points.push_back({.what = "copy", .size = b, .time_s = t, .device = device});
       return t;
     });
   };
-  // The ping-pong's copy sizes made while the destination streams 4 MB ops (points "copy" of "loaded"): a
-  // hop is device 0's span in the median run over the hops, less the launch.
-  auto measure_loaded_link = [&](double launch_s) {
+  // The CPU ping-pong's copies made while the destination streams 4 MB ops (points "copy" of "loaded").
+  auto measure_loaded_link = [&] {
     constexpr double kStreamBytes = 4e6;
     const double stream_s = kStreamBytes / cal.roofline.bandwidth_bytes_per_s;
-    std::vector<std::pair<double, double>> unloaded;  // (bytes, seconds of a ping-pong hop's copy)
+    std::vector<std::pair<double, double>> unloaded;  // (bytes, seconds of a ping-pong's copy)
     for (const CalibrationPoint& p : cal.points)
       if (p.what == "copy" && p.device.empty()) unloaded.emplace_back(p.size, p.time_s);
     for (auto [b, copy_s] : unloaded) {
-      const double hop_s = std::max(launch_s + copy_s, 1e-7);
-      const auto hops = static_cast<int32_t>(std::clamp(options.run_s / hop_s, 4.0, 1.0 * max_length));
-      const auto streams = static_cast<int32_t>(std::clamp(2 * hops * hop_s / stream_s + 2, 2.0, 1e4));
-      const ReplayPlan plan = loaded_copy_plan(hops, b, streams, kStreamBytes, kind);
-      const ReplayResult r = run_replay(plan, backend, options.replay);
-      double first = std::numeric_limits<double>::infinity(), last = 0;
-      for (int32_t i = 0; i < hops; ++i) first = std::min(first, r.op_start_s[i]);
-      for (double end : r.transfer_end_s) last = std::max(last, end);
-      cal.points.push_back({.what = "copy", .size = b, .time_s = std::max((last - first) / hops - launch_s, 1e-9),
+      const double hop_s = cal.roofline.launch_s + copy_s + copy_after_flops / cal.roofline.flops_per_s;
+      const auto streams = static_cast<int32_t>(std::clamp(2 * kCopyHops * hop_s / stream_s + 2, 2.0, 1e4));
+      const ReplayPlan plan = loaded_copy_plan(kCopyHops, b, streams, kStreamBytes, kind, copy_after_flops);
+      cal.points.push_back({.what = "copy", .size = b, .time_s = std::max(median_copy_s(run_replay(plan, backend, options.replay)), 1e-9),
                             .device = "loaded"});
     }
   };
@@ -491,7 +513,7 @@ Calibration measure_pass(std::string_view backend, const CalibrationOptions& ask
   }
   if (options.devices >= 2) {
     measure_link(kind, kind, cal.roofline.launch_s, "");
-    if (backend == "cpu") measure_loaded_link(cal.roofline.launch_s);
+    if (backend == "cpu") measure_loaded_link();
     cal.link = fit_link(cal.points);
   }
   if (options.host) {
