@@ -7,7 +7,8 @@ models at batch 2, 224x224, inference) and 30 placements each (heuristic placers
 communication-heavy ones, perturbed heuristics, random) compares the simulator's predicted step time on
 the calibrated cluster with the measured median step time of `placelab replay` (each placement replayed in
 --rounds rounds, each round in a new shuffled order, so that a slow spell of the machine spreads over all
-placements instead of slowing a few; the noise column is how far one placement's rounds disagree). Reports
+placements instead of slowing a few; the noise column is how far one placement's rounds disagree, and the
+rounds' Spearman how well one round ranks the placements against another, the measurement's own ceiling). Reports
 per graph (pooling graphs of different sizes flatters rank correlation) MAPE, p95 error, Spearman and Kendall,
 the pairs ordered correctly when measured more than 5% apart, and whether the simulator's pick is within
 5% of the measured best. Of torchvision's models only resnet18, vgg11, mobilenet_v2 and alexnet may ever
@@ -187,6 +188,17 @@ def copy_miss(rows, key="measured_s"):
     return pearson(copied, errors), slope * 1e9
 
 
+def rounds_spearman(rows):
+    """The median over pairs of rounds of the Spearman between one round's measurements and another's: how well
+    the measurement ranks the placements against itself, a ceiling that a single round's ranking does not beat
+    (the median over rounds, which the predictions are scored against, averages some of that noise away); NaN
+    with fewer than two rounds."""
+    rounds = min(len(r.get("rounds_s", [])) for r in rows)
+    pairs = [spearman([r["rounds_s"][i] for r in rows], [r["rounds_s"][j] for r in rows])
+             for i in range(rounds) for j in range(i + 1, rounds)]
+    return statistics.median(pairs) if pairs else float("nan")
+
+
 def percentile(values, q):
     s = sorted(values)
     if not s:
@@ -225,6 +237,7 @@ def metrics(rows, key="measured_s"):
         # the measurement's own noise, which no prediction can beat.
         "noise": statistics.median(max(r["rounds_s"]) / min(r["rounds_s"]) - 1 for r in rows)
                  if all(len(r.get("rounds_s", [])) > 1 for r in rows) else float("nan"),
+        "rounds_spearman": rounds_spearman(rows),
         "error_copies_correlation": copy_corr,
         "missing_ns_per_byte_copied": copy_ns,
     }
@@ -258,7 +271,8 @@ def scatter(rows_by_graph, path):
 
 def fmt_row(name, m):
     noise = "-" if math.isnan(m["noise"]) else f"{100 * m['noise']:.1f}%"
-    return (f"| {name} | {m['placements']} | {100 * (m['measured_spread'] - 1):.0f}% | {noise} | "
+    agreement = "-" if math.isnan(m["rounds_spearman"]) else f"{m['rounds_spearman']:.3f}"
+    return (f"| {name} | {m['placements']} | {100 * (m['measured_spread'] - 1):.0f}% | {noise} | {agreement} | "
             f"{100 * m['mape']:.1f}% | "
             f"{100 * m['p95_error']:.1f}% | "
             f"{m['spearman']:.3f} | {m['kendall']:.3f} | {100 * m['pairs_ordered']:.1f}% ({m['pairs_over_5pct']}) | "
@@ -478,9 +492,9 @@ def report(args, here, rows_by_graph, calibration, load_before, started, extra):
     with open(os.path.join(args.out_dir, "fidelity.json"), "w") as f:
         json.dump(result, f, indent=1)
     scatter(rows_by_graph, os.path.join(args.out_dir, "fidelity.png"))
-    lines = ["| graph | placements | measured spread | noise | MAPE | p95 error | Spearman | Kendall | pairs ordered "
-             "(pairs >5% apart) | sim's best within 5% of measured best |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    lines = ["| graph | placements | measured spread | noise | rounds' Spearman | MAPE | p95 error | Spearman | Kendall | "
+             "pairs ordered (pairs >5% apart) | sim's best within 5% of measured best |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     lines += [fmt_row(name, m) for name, m in per_graph.items()]
     lines.append(fmt_row("**pooled**", pooled))
     lines += ["", "Against the fastest measured run instead of the median (less sensitive to other processes):", "",

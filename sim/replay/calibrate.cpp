@@ -457,13 +457,14 @@ Calibration measure_pass(std::string_view backend, const CalibrationOptions& ask
     });
     return fit_roofline(cal.points, device);
   };
-  // A CPU backend's copy is made by its producer's core right after the producer, whose kernel left that
-  // core's caches full of its results, which the copy must write back as it goes: on this project's VM a
-  // 713 kB copy ran at 23.3 GB/s after an empty op, 17.9 after a product of 64 MFLOP and 13.7 after one of
-  // 250 MFLOP (bench/results/fidelity.md, session 24). So there each hop is a product of kCopyAfterFlops
-  // and a copy's time its own span, the median over kCopyHops hops; a CUDA copy is a copy engine's, after
-  // empty ops, its time a hop's less the launch.
-  constexpr double kCopyAfterFlops = 64e6;
+  // A CPU backend's copy is made by its producer's core right after the producer, and how fast it goes
+  // depends on how long that core computed from its caches before it, not on the producer's shape: on
+  // this project's VM a 713 kB copy ran at 21 GB/s in a ping-pong of short products, 17 after 25 MFLOP
+  // and 12.6-13 after 250 MFLOP, alike for a product writing the copied tensor after a short or a deep
+  // sum (bench/results/fidelity.md, session 25). A graph's copies follow ops of milliseconds, so there
+  // each hop is a product of kCopyAfterFlops (past that knee) and a copy's time its own span, the median
+  // over kCopyHops hops; a CUDA copy is a copy engine's, after empty ops, its time a hop's less the launch.
+  constexpr double kCopyAfterFlops = 250e6;
   constexpr int32_t kCopyHops = 40;
   const double copy_after_flops = cuda_backend ? 0 : options.quick ? flops_hi : kCopyAfterFlops;
   // Ping-pongs between a device of kind0 and one of kind1, as points "copy" of `device`.

@@ -37,3 +37,13 @@ def test_noise_alone_shows_no_copy_cost():
 def test_no_copying_gives_nan():
     same = [dict(r, bytes_copied=0.0) for r in rows(0.0, noise=0.01)]
     assert all(math.isnan(x) for x in fidelity.copy_miss(same))
+
+
+def test_rounds_spearman_is_the_measurements_own_rank_agreement():
+    rng = random.Random(5)
+    base = [0.1 + 0.001 * i for i in range(30)]
+    same = [{"rounds_s": [b, b * 1.001, b * 0.999]} for b in base]
+    assert math.isclose(fidelity.rounds_spearman(same), 1.0)
+    shuffled = [{"rounds_s": [b, rng.uniform(0.1, 0.13), rng.uniform(0.1, 0.13)]} for b in base]
+    assert abs(fidelity.rounds_spearman(shuffled)) < 0.5
+    assert math.isnan(fidelity.rounds_spearman([{"rounds_s": [b]} for b in base]))
