@@ -16,12 +16,13 @@
 namespace placelab::sim::replay {
 
 /**
- * The CPU backend's default arena per device. Small enough that two devices' arenas and rings share
- * this project's VM's 32 MiB L3 without evicting each other: with 32 MiB arenas, resnet50's ops ran 7-9%
- * slower when its placement handed every op to the other core than on one core, a cost of the replay's
- * shared cache that separate devices do not have (bench/results/fidelity.md, session 24).
+ * The CPU backend's default arena per device. Small enough that a device runs its ops as fast whether the
+ * other device works or not, as separate devices do, though this project's VM gives its two cores one L3
+ * (shared with other tenants): resnet50's ops (its edges copying 4 bytes, so no copies in the way) ran
+ * 2.0-2.6% slower in placements that use both cores than on one with 8 MiB arenas, 0.3-0.7% with 4 MiB
+ * and -0.2 to +0.3% with 2 MiB (7-9% with 32 MiB; bench/results/fidelity.md, sessions 24 and 25).
  */
-inline constexpr double kCpuArenaBytes = 8.0 * (1 << 20);
+inline constexpr double kCpuArenaBytes = 2.0 * (1 << 20);
 /** The CUDA backend's default arena per GPU (and for its host device). */
 inline constexpr double kCudaArenaBytes = 32.0 * (1 << 20);
 
