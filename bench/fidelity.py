@@ -8,7 +8,7 @@ communication-heavy ones, perturbed heuristics, random) compares the simulator's
 the calibrated cluster with the measured median step time of `placelab replay` (each placement replayed in
 --rounds rounds, each round in a new shuffled order, so that a slow spell of the machine spreads over all
 placements instead of slowing a few; the noise column is how far one placement's rounds disagree, and the
-rounds' Spearman how well one round ranks the placements against another, the measurement's own ceiling). Reports
+rounds' Spearman how well one round ranks the placements against another, the measurement's own agreement). Reports
 per graph (pooling graphs of different sizes flatters rank correlation) MAPE, p95 error, Spearman and Kendall,
 the pairs ordered correctly when measured more than 5% apart, and whether the simulator's pick is within
 5% of the measured best. Of torchvision's models only resnet18, vgg11, mobilenet_v2 and alexnet may ever
@@ -190,9 +190,9 @@ def copy_miss(rows, key="measured_s"):
 
 def rounds_spearman(rows):
     """The median over pairs of rounds of the Spearman between one round's measurements and another's: how well
-    the measurement ranks the placements against itself, a ceiling that a single round's ranking does not beat
-    (the median over rounds, which the predictions are scored against, averages some of that noise away); NaN
-    with fewer than two rounds."""
+    the measurement ranks the placements against itself. Where it is low the placements differ by less than the
+    noise and no ranking of them means much (the predictions are scored against the median over rounds, which
+    averages some of that noise away); NaN with fewer than two rounds."""
     rounds = min(len(r.get("rounds_s", [])) for r in rows)
     pairs = [spearman([r["rounds_s"][i] for r in rows], [r["rounds_s"][j] for r in rows])
              for i in range(rounds) for j in range(i + 1, rounds)]
