@@ -52,6 +52,9 @@ GRAPHS = [
     ("alexnet", "torchvision:alexnet:batch=2"),
     ("resnet34 (held out)", "torchvision:resnet34:batch=2"),
     ("squeezenet1_0 (held out)", "torchvision:squeezenet1_0:batch=2"),
+    ("densenet121 (held out)", "torchvision:densenet121:batch=2"),
+    ("googlenet (held out)", "torchvision:googlenet:batch=2"),
+    ("efficientnet_b0 (held out)", "torchvision:efficientnet_b0:batch=2"),
 ]
 QUICK_GRAPHS = [("bert-tiny", "bert:batch=1,seq_len=8,layers=1,hidden=32,heads=2,vocab=100")]
 PLACERS = ["heft", "metis", "scotch", "round_robin", "m_etf", "m_topo", "m_sct", "single_device",
