@@ -206,7 +206,7 @@ class ScheduleOnly {
 // the transfer's duration beside the first edge to each device), a +inf sentinel in every empty ready
 // heap, the next event by the engine's pairwise scan, routes padded to their longest (reading a channel
 // that is always free, writing one nobody reads) and unrolled by a template on that length. Checked
-// against the engine like ScheduleOnly; bench/results/sim.md has what each step gained.
+// against the engine like ScheduleOnly; bench/results/sim_history.md ("Session 21") has what each step gained.
 class ScheduleLean {
  public:
   explicit ScheduleLean(const sim::Simulator& sim) : n_(sim.num_ops()), D_(sim.num_devices()) {
