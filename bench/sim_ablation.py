@@ -29,7 +29,8 @@ import subprocess
 import sys
 import tempfile
 
-# name -> (what it removes, [(pattern, replacement)]); "kGeneral" guards keep the general mode intact.
+# name -> (what it removes, [(pattern, replacement)]): every occurrence is replaced; the "kGeneral" guards keep
+# the general mode intact.
 MEM_LATER = ("  auto mem_later = [&](double time_s, int32_t is_alloc, int32_t d, int64_t bytes) {\n",
              "  auto mem_later = [&](double time_s, int32_t is_alloc, int32_t d, int64_t bytes) {\n"
              "    if (!kGeneral) return;\n")
@@ -61,9 +62,9 @@ ABLATIONS = {
          "          sp.hold_until_s = std::max(sp.hold_until_s, end);\n          if (kGeneral) s.total_bytes += bytes;\n"
          "          if (kGeneral) ++s.transfers;\n")]),
     "prefetches": ("the prefetches at an op's readiness and start", [
-        ("__builtin_prefetch(", "if (kGeneral) __builtin_prefetch(", "all")]),
+        ("__builtin_prefetch(", "if (kGeneral) __builtin_prefetch(")]),
 }
-BENCHES = ["SimulateRandom$", "SimulateContiguous$"]
+BENCHES = ["SimulateRandom", "SimulateContiguous"]
 LOOP = "sim/event_loop.cpp"
 
 
@@ -72,11 +73,9 @@ def run(cmd, **kw):
 
 
 def patched(source, edits, name):
-    for edit in edits:
-        old, new = edit[0], edit[1]
-        count = source.count(old)
-        if count == 0 or (count > 1 and len(edit) < 3):
-            sys.exit(f"sim_ablation: the pattern for '{name}' matches {count} times in {LOOP}; "
+    for old, new in edits:
+        if old not in source:
+            sys.exit(f"sim_ablation: a pattern for '{name}' is no longer in {LOOP}; "
                      f"update ABLATIONS in {__file__} to the loop as it is now")
         source = source.replace(old, new)
     return source
@@ -106,14 +105,15 @@ def build_variants(repo, work):
 
 
 def time_round(binary):
-    out = run(["taskset", "-c", "0", binary, "--benchmark_filter=" + "|".join(BENCHES + ["FloorTopoSweep"]),
+    names = BENCHES + ["FloorTopoSweep"]
+    out = run(["taskset", "-c", "0", binary, "--benchmark_filter=" + "|".join(b + "$" for b in names),
                "--benchmark_repetitions=3", "--benchmark_report_aggregates_only=true"], capture_output=True).stdout
     ms = {}
     for line in out.splitlines():
         m = re.match(r"BM_(\w+?)_median\s+([\d.]+) ms", line)
         if m:
             ms[m.group(1)] = float(m.group(2))
-    missing = [b.rstrip("$") for b in BENCHES + ["FloorTopoSweep"] if b.rstrip("$") not in ms]
+    missing = [b for b in names if b not in ms]
     if missing:
         sys.exit(f"sim_ablation: {binary} printed no median for {', '.join(missing)}:\n{out}")
     return ms
@@ -123,7 +123,7 @@ def instructions(binary, bench):
     """Instructions of one simulation (the benchmark's single timed run under callgrind)."""
     with tempfile.NamedTemporaryFile(suffix=".callgrind") as out:
         run(["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out.name, "--toggle-collect=*run_mode*",
-             binary, "--benchmark_filter=" + bench, "--benchmark_min_time=0.001"],
+             binary, "--benchmark_filter=" + bench + "$", "--benchmark_min_time=0.001"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         text = run(["callgrind_annotate", out.name], capture_output=True).stdout
     totals = next(line for line in text.splitlines() if "PROGRAM TOTALS" in line)
@@ -164,7 +164,7 @@ def main():
                 times[name].append(time_round(binary))
             print(f"round {r + 1} of {args.rounds} done", file=sys.stderr, flush=True)
         end = datetime.datetime.now(datetime.timezone.utc)
-        counts = {name: {b.rstrip("$"): instructions(binary, b) for b in BENCHES} for name, binary in binaries.items()} \
+        counts = {name: {b: instructions(binary, b) for b in BENCHES} for name, binary in binaries.items()} \
             if args.callgrind else {}
     if args.json:
         with open(args.json, "w") as f:
