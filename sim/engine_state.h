@@ -105,8 +105,8 @@ int32_t scan_next(const double* time_s, const int32_t* kind) {
     __m128d v[P / 2], m[P / 2];
     // Each slot by its own 8-byte load: the event just handled wrote its slot with an 8-byte store, and
     // a 16-byte load over a store still in flight cannot take its value from the store buffer, so it
-    // waits for the store to reach the cache, once per event (bench/results/sim.md, session 27: the
-    // engine 5-12% faster). The empty asm keeps the compiler from merging the two loads into one.
+    // waits for the store to reach the cache, once per event (bench/results/sim.md, "Session 27"). The
+    // empty asm keeps the compiler from merging the two loads into one.
     for (int i = 0; i < P / 2; ++i) {
       __m128d lo = _mm_load_sd(time_s + 2 * i);
       asm("" : "+x"(lo));
