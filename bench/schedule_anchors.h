@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "sim/engine.h"
-#include "sim/engine_state.h"  // the engine's next-event scan, for ScheduleLean
+#include "sim/engine_state.h"  // the event kinds, for ScheduleLean
 
 namespace placelab::bench {
 
@@ -199,13 +199,41 @@ class ScheduleOnly {
   std::vector<double> free_s_, next_s_, dest_bytes_, arrival_s_, chan_free_s_;
 };
 
+// The next event in ScheduleLean: each slot keeps (time, kind) as one integer key, the time's bits (times
+// are >= +0.0, so their bits order like them) shifted left by one, the low bit set for a wake-up; keys
+// order like (time, ends before wake-ups). The least (key, index) is found by a tournament of integer
+// comparisons and conditional moves, ties to the lower index: a dependency chain of a few cycles per
+// level, against ~25 cycles for the engine's floating-point scan (sim::detail::scan_next), and the next
+// event waits on it (bench/results/sim.md, "Session 28").
+inline uint64_t event_key(double time_s, int32_t kind) {
+  return std::bit_cast<uint64_t>(time_s) << 1 | static_cast<uint64_t>(kind == sim::detail::kWake);
+}
+inline double key_time(uint64_t key) { return std::bit_cast<double>(key >> 1); }
+
+struct Least {
+  uint64_t key;
+  int32_t at;
+};
+template <int P>
+inline Least least_key(const uint64_t* key, int32_t first = 0) {
+  if constexpr (P == 1) {
+    return {key[first], first};
+  } else {
+    const Least a = least_key<P / 2>(key, first), b = least_key<P / 2>(key, first + P / 2);
+    const bool right = b.key < a.key;
+    const int32_t mask = -static_cast<int32_t>(right);
+    return {right ? b.key : a.key, a.at ^ ((a.at ^ b.at) & mask)};
+  }
+}
+
 // A third anchor (issue 31): ScheduleOnly's schedule from a loop laid out for speed, as the issue's probe
 // describes it: ops numbered by priority (a ready heap's key is one 128-bit integer of the ready time's
 // bits and that number), a pass per placement that reads the placement once (each op's time on its
 // device; per out-edge one word with the consumer, its device and whether the edge brings a transfer,
 // the transfer's duration beside the first edge to each device), a +inf sentinel in every empty ready
-// heap, the next event by the engine's pairwise scan, routes padded to their longest (reading a channel
-// that is always free, writing one nobody reads) and unrolled by a template on that length. Checked
+// heap, the next event by a tournament over integer keys (least_key), routes padded to their longest
+// (reading a channel that is always free, writing one nobody reads) and unrolled by a template on that
+// length. Checked
 // against the engine like ScheduleOnly; bench/results/sim_history.md ("Session 21") has what each step gained.
 class ScheduleLean {
  public:
@@ -248,8 +276,7 @@ class ScheduleLean {
     for (auto* v : {&free_s_, &arrival_s_, &largest_}) v->resize(D_);
     while (P_ < D_) P_ *= 2;
     if (P_ > 16) throw std::invalid_argument("ScheduleLean: at most 16 devices");
-    next_s_.assign(P_, std::numeric_limits<double>::infinity());  // padded slots never have an event
-    next_kind_.assign(P_, 2);
+    next_key_.assign(P_, event_key(std::numeric_limits<double>::infinity(), sim::detail::kWake));  // padded: no event
   }
 
   /** The step time of `device_of`; with `start_s` (one entry per op, by op id), each op's start too. */
@@ -290,21 +317,19 @@ class ScheduleLean {
       if (pending_[i] == 0) push(dev_[i], key(0.0, i));
     }
     auto wake = [&](int32_t d) {
-      next_s_[d] = std::max(free_s_[d], ready_of(heap_[heap_off_[d]]));  // +inf when empty
-      next_kind_[d] = kWake;
+      next_key_[d] = event_key(std::max(free_s_[d], ready_of(heap_[heap_off_[d]])), kWake);  // +inf when empty
     };
     for (int32_t d = 0; d < D_; ++d) wake(d);
     double makespan = 0;
     for (;;) {
-      const int32_t d = next_event();  // the least (time, kind, device)
-      const double t = next_s_[d];
+      const auto [slot, d] = next_event();  // the least (time, kind, device)
+      const double t = key_time(slot);
       if (t == kInf) break;
-      if (next_kind_[d] == kWake) {
+      if (slot & 1) {
         const int32_t p = pop(d);
         if (start_s) start_s[op_of_[p]] = t;
         running_[d] = p;
-        next_s_[d] = t + dur_[p];
-        next_kind_[d] = kEnd;
+        next_key_[d] = event_key(t + dur_[p], kEnd);
         __builtin_prefetch(&word_[out_begin_[p]]);  // what this op's end reads
         continue;
       }
@@ -337,15 +362,15 @@ class ScheduleLean {
     return makespan;
   }
 
-  // The engine's scan (a pairwise minimum over the slots, padded to a power of two with +inf): a running
-  // minimum over the devices is a chain of dependent loads, and cost this loop a third of its time.
-  int32_t next_event() const {
+  // A tournament over the slots' keys, padded to a power of two with +inf: a running minimum over the
+  // devices is a chain of dependent loads, and cost this loop a third of its time.
+  Least next_event() const {
     switch (P_) {
-      case 1: return 0;
-      case 2: return sim::detail::scan_next<2>(next_s_.data(), next_kind_.data());
-      case 4: return sim::detail::scan_next<4>(next_s_.data(), next_kind_.data());
-      case 8: return sim::detail::scan_next<8>(next_s_.data(), next_kind_.data());
-      default: return sim::detail::scan_next<16>(next_s_.data(), next_kind_.data());
+      case 1: return least_key<1>(next_key_.data());
+      case 2: return least_key<2>(next_key_.data());
+      case 4: return least_key<4>(next_key_.data());
+      case 8: return least_key<8>(next_key_.data());
+      default: return least_key<16>(next_key_.data());
     }
   }
   __extension__ typedef unsigned __int128 Key;  // ready time's bits, then the position: one comparison orders the heap
@@ -421,8 +446,9 @@ class ScheduleLean {
   std::vector<double> dur_, ready_, transfer_s_;
   std::vector<uint64_t> word_;
   std::vector<Key> heap_;
-  std::vector<int32_t> heap_off_, heap_size_, running_, stamp_, next_kind_;
-  std::vector<double> free_s_, next_s_, arrival_s_, largest_;
+  std::vector<int32_t> heap_off_, heap_size_, running_, stamp_;
+  std::vector<uint64_t> next_key_;
+  std::vector<double> free_s_, arrival_s_, largest_;
 };
 
 }  // namespace placelab::bench
