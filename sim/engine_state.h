@@ -158,7 +158,7 @@ struct MemQueue {
   size_t size = 0;
 
   MemQueue() { bucket_min.fill(UINT64_MAX); }
-  static int index(uint64_t key, uint64_t last) { return key == last ? 0 : 64 - std::countl_zero(key ^ last); }
+  static int index(uint64_t key, uint64_t last) { return 64 - std::countl_zero(key ^ last); }  // 0 when equal
   void clear() {
     for (auto& b : bucket) b.clear();
     bucket_min.fill(UINT64_MAX);
