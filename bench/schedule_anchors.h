@@ -249,6 +249,7 @@ class ScheduleLean {
       for (graphs::EdgeId e : g.out_edges(op)) out_.push_back(Out{pos[g.edge_dst(e)], g.edge_bytes(e)});
       out_begin_.push_back(static_cast<int32_t>(out_.size()));
       in_degree_.push_back(g.in_degree(op));
+      if (in_degree_.back() == 0) sources_.push_back(i);
       for (int32_t d = 0; d < D_; ++d) time_.push_back(sim.op_time_s(op, d));
     }
     const int32_t channels = c.num_channels();
@@ -299,9 +300,7 @@ class ScheduleLean {
     const int32_t hops = kHops > 0 ? kHops : hops_;
     constexpr double kInf = std::numeric_limits<double>::infinity();
     constexpr int32_t kEnd = 1, kWake = 2;
-    prepare(device_of);
-    std::fill(heap_size_.begin(), heap_size_.end(), 0);
-    for (int32_t i = 0; i < n_; ++i) ++heap_size_[dev_[i]];
+    prepare(device_of);  // also counts each device's ops in heap_size_
     for (int32_t d = 0, off = 0; d < D_; ++d) {
       heap_off_[d] = off;
       off += heap_size_[d] + 1;  // and the sentinel
@@ -311,11 +310,7 @@ class ScheduleLean {
       free_s_[d] = 0;
     }
     std::fill(chan_free_.begin(), chan_free_.end(), 0.0);
-    for (int32_t i = 0; i < n_; ++i) {
-      pending_[i] = in_degree_[i];
-      ready_[i] = 0;
-      if (pending_[i] == 0) push(dev_[i], key(0.0, i));
-    }
+    for (const int32_t i : sources_) push(dev_[i], key(0.0, i));
     auto wake = [&](int32_t d) {
       next_key_[d] = event_key(std::max(free_s_[d], ready_of(heap_[heap_off_[d]])), kWake);  // +inf when empty
     };
@@ -383,14 +378,19 @@ class ScheduleLean {
     double bytes;
   };
 
-  // Each op's time on its device; per out-edge its word; beside the first edge to each remote device,
-  // the transfer's duration (latency + its largest tensor over the route's bandwidth).
+  // Each op's time on its device and its initial state, each device's op count; per out-edge its word;
+  // beside the first edge to each remote device, the transfer's duration (latency + its largest tensor
+  // over the route's bandwidth). One pass over the ops after their devices.
   void prepare(const int32_t* device_of) {
     for (int32_t i = 0; i < n_; ++i) dev_[i] = device_of[op_of_[i]];
-    for (int32_t i = 0; i < n_; ++i) dur_[i] = time_[static_cast<size_t>(i) * D_ + dev_[i]];
     std::fill(stamp_.begin(), stamp_.end(), -1);
+    std::fill(heap_size_.begin(), heap_size_.end(), 0);
     for (int32_t p = 0; p < n_; ++p) {
       const int32_t d = dev_[p];
+      dur_[p] = time_[static_cast<size_t>(p) * D_ + d];
+      ++heap_size_[d];
+      pending_[p] = in_degree_[p];
+      ready_[p] = 0;
       for (int32_t k = out_begin_[p]; k < out_begin_[p + 1]; ++k) {
         const int32_t q = out_[k].dst, e = dev_[q];
         uint64_t w = static_cast<uint32_t>(q) | static_cast<uint64_t>(e) << 32;
@@ -439,7 +439,7 @@ class ScheduleLean {
   }
 
   int32_t n_, D_, P_ = 1, hops_ = 0;
-  std::vector<int32_t> op_of_, out_begin_, in_degree_, read_, write_;
+  std::vector<int32_t> op_of_, out_begin_, in_degree_, sources_, read_, write_;
   std::vector<Out> out_;
   std::vector<double> time_, latency_, bandwidth_, gap_, busy_after_, chan_free_;
   std::vector<int32_t> dev_, pending_;
