@@ -113,21 +113,17 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
   MemQueue& mem = s.mem_events;
   std::vector<MemEvent>& mem_now = s.mem_now;
   double now = 0;  // time of the event being handled
-  auto mem_alloc = [&](int32_t d, int64_t bytes, double time_s) {
-    s.mem_s[d] += bytes;
-    s.peak_s[d] = std::max(s.peak_s[d], s.mem_s[d]);
-    if (kGeneral && observer) observer->on_memory(d, time_s * unit, s.mem_s[d]);
-  };
   auto mem_later = [&](double time_s, int32_t is_alloc, int32_t d, int64_t bytes) {
     if (is_alloc && time_s == now) {  // common: the link was free; skip the heap
-      // Frees at this instant come before its allocations. In the default mode only an end on d frees
-      // memory on d (other changes this instant brings are allocations, or dated later), so without one
-      // still due now, the allocation takes effect at once.
-      if (!kGeneral && !(s.next_kind[d] == kEnd && s.next_s[d] == now)) return mem_alloc(d, bytes, now);
       mem_now.push_back(MemEvent{mem_key(time_s, is_alloc), d, bytes});
       return;
     }
     mem.push(MemEvent{mem_key(time_s, is_alloc), d, bytes});
+  };
+  auto mem_alloc = [&](int32_t d, int64_t bytes, double time_s) {
+    s.mem_s[d] += bytes;
+    s.peak_s[d] = std::max(s.peak_s[d], s.mem_s[d]);
+    if (kGeneral && observer) observer->on_memory(d, time_s * unit, s.mem_s[d]);
   };
   auto mem_free = [&](int32_t d, int64_t bytes, double time_s) {
     s.mem_s[d] -= bytes;
