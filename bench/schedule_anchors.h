@@ -241,6 +241,13 @@ class ScheduleLean {
     const graphs::Graph& g = sim.graph();
     const sim::Cluster& c = sim.cluster();
     op_of_ = by_priority(sim);
+    // Op times by device class, as the engine reads them (identical devices share one column).
+    C_ = sim.num_time_classes();
+    std::vector<int32_t> first(C_, -1);
+    for (int32_t d = 0; d < D_; ++d) {
+      time_class_.push_back(sim.time_class(d));
+      if (first[time_class_[d]] < 0) first[time_class_[d]] = d;
+    }
     std::vector<int32_t> pos(n_);
     for (int32_t i = 0; i < n_; ++i) pos[op_of_[i]] = i;
     out_begin_.push_back(0);
@@ -250,7 +257,7 @@ class ScheduleLean {
       out_begin_.push_back(static_cast<int32_t>(out_.size()));
       in_degree_.push_back(g.in_degree(op));
       if (in_degree_.back() == 0) sources_.push_back(i);
-      for (int32_t d = 0; d < D_; ++d) time_.push_back(sim.op_time_s(op, d));
+      for (int32_t c = 0; c < C_; ++c) time_.push_back(sim.op_time_s(op, first[c]));
     }
     const int32_t channels = c.num_channels();
     for (int32_t a = 0; a < D_; ++a)
@@ -387,7 +394,7 @@ class ScheduleLean {
     std::fill(heap_size_.begin(), heap_size_.end(), 0);
     for (int32_t p = 0; p < n_; ++p) {
       const int32_t d = dev_[p];
-      dur_[p] = time_[static_cast<size_t>(p) * D_ + d];
+      dur_[p] = time_[static_cast<size_t>(p) * C_ + time_class_[d]];
       ++heap_size_[d];
       pending_[p] = in_degree_[p];
       ready_[p] = 0;
@@ -438,8 +445,8 @@ class ScheduleLean {
     return static_cast<int32_t>(static_cast<uint32_t>(top));
   }
 
-  int32_t n_, D_, P_ = 1, hops_ = 0;
-  std::vector<int32_t> op_of_, out_begin_, in_degree_, sources_, read_, write_;
+  int32_t n_, D_, C_ = 1, P_ = 1, hops_ = 0;
+  std::vector<int32_t> op_of_, out_begin_, in_degree_, sources_, read_, write_, time_class_;
   std::vector<Out> out_;
   std::vector<double> time_, latency_, bandwidth_, gap_, busy_after_, chan_free_;
   std::vector<int32_t> dev_, pending_;

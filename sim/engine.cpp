@@ -191,6 +191,7 @@ Simulator::Simulator(const graphs::Graph& graph, const Cluster& cluster, std::sh
                               cluster.device(d).name, cluster.name()));
   }
   use_clock_unit(cluster.clock_unit_s());
+  refresh_time_classes();
   build_contention(graph, cluster, measured_of_device);
   order_by_rank();
 
@@ -282,6 +283,31 @@ void Simulator::refresh_clock_time() {
   std::transform(time_.begin(), time_.end(), clock_time_.begin(), [&](double t) { return in_clock_unit(t / clock_unit_s_); });
 }
 
+void Simulator::refresh_time_classes() {
+  const double* t = clock_time_.empty() ? time_.data() : clock_time_.data();
+  const size_t n = n_, D = devices_;
+  // A device joins the class of the first device whose times equal its own, bit for bit, for every op.
+  auto same_times = [&](size_t a, size_t b) {
+    for (size_t op = 0; op < n; ++op)
+      if (std::bit_cast<uint64_t>(t[op * D + a]) != std::bit_cast<uint64_t>(t[op * D + b])) return false;
+    return true;
+  };
+  std::vector<size_t> first;  // a device of each class
+  time_class_.assign(D, 0);
+  for (size_t d = 0; d < D; ++d) {
+    size_t c = 0;
+    while (c < first.size() && !same_times(first[c], d)) ++c;
+    if (c == first.size()) first.push_back(d);
+    time_class_[d] = static_cast<int32_t>(c);
+  }
+  time_classes_ = static_cast<int32_t>(first.size());
+  class_time_.clear();
+  if (first.size() == D) return;  // no two alike: the run reads the full table
+  class_time_.resize(n * first.size());
+  for (size_t op = 0; op < n; ++op)
+    for (size_t c = 0; c < first.size(); ++c) class_time_[op * first.size() + c] = t[op * D + first[c]];
+}
+
 void Simulator::order_by_rank() {
   std::vector<int32_t> order(n_);
   std::iota(order.begin(), order.end(), 0);
@@ -300,6 +326,7 @@ void Simulator::take_batches_of(const Simulator& base) {
   for (int32_t op = 0; op < n_; ++op)
     std::copy_n(base.time_.begin() + static_cast<ptrdiff_t>((op % n) * D), D, time_.begin() + static_cast<ptrdiff_t>(op * D));
   refresh_clock_time();
+  refresh_time_classes();
   if (!contended_time_.empty())
     for (int32_t op = 0; op < n_; ++op)
       std::copy_n(base.contended_time_.begin() + static_cast<ptrdiff_t>((op % n) * D), D,

@@ -99,6 +99,9 @@ class Simulator {
 
   /** Seconds `op` takes on device `d` (the precomputed table). */
   double op_time_s(graphs::OpId op, int32_t d) const { return time_[static_cast<size_t>(op) * devices_ + d]; }
+  /** Devices whose times are equal, bit for bit, for every op form a class (numbered by first device). */
+  int32_t time_class(int32_t d) const { return time_class_[d]; }
+  int32_t num_time_classes() const { return time_classes_; }
   /** Placement-independent priority: mean op time over devices plus the largest rank of a successor. */
   double upward_rank(graphs::OpId op) const { return rank_[op]; }
 
@@ -137,6 +140,8 @@ class Simulator {
   void use_clock_unit(double unit_s);
   /** clock_time_ from time_, after time_ changes. */
   void refresh_clock_time();
+  /** time_class_ and class_time_ from the run's op times, after they change. */
+  void refresh_time_classes();
   /** One run; with `checkpoints`, saves the state every so many events; `fresh` = false resumes `s`. */
   void run(std::span<const int32_t> device_of, SimScratch& s, SimResult& out, SimObserver* observer,
            SimCheckpoints* checkpoints = nullptr, bool fresh = true) const;
@@ -185,6 +190,12 @@ class Simulator {
   // another unit, clock_time_ is time_ in it (else empty: the run reads time_).
   double clock_unit_s_ = 1;
   std::vector<double> clock_time_;
+  // Devices with the same time for every op (a DGX's GPUs) form a class, and the run reads op times by
+  // class: n x classes entries, so one cache line holds several ops' times, not part of one op's row.
+  // class_time_ is empty when no two devices are alike (the run reads the full table, classes = devices).
+  std::vector<int32_t> time_class_;
+  int32_t time_classes_ = 1;
+  std::vector<double> class_time_;
   std::vector<double> fifo_name_key_;  // Priority::fifo: each op's position among the ops' names, sorted
   std::vector<int64_t> param_bytes_;  // memory in whole bytes
   std::vector<int32_t> in_degree_;

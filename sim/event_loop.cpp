@@ -41,7 +41,10 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
   const OutSlot* outs = out_.data();
   const InSlot* ins = in_.data();
   SimScratch::OpState* state = s.op.data();
-  const double* op_time = clock_time_.empty() ? time_.data() : clock_time_.data();
+  // Op times by device class: op_time[op * C + time_class[d]].
+  const double* op_time = !class_time_.empty() ? class_time_.data() : clock_time_.empty() ? time_.data() : clock_time_.data();
+  const size_t C = static_cast<size_t>(time_classes_);
+  const int32_t* time_class = time_class_.data();
   const double unit = clock_unit_s_;  // observers and results get seconds
 
   // Per device: ops whose inputs are all produced, by ready time (heap); with Priority::rank, those
@@ -87,7 +90,7 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
   };
   auto make_ready = [&](int32_t op, int32_t d) {
     // The op starts some events from now: fetch its time and adjacency meanwhile.
-    __builtin_prefetch(op_time + static_cast<size_t>(op) * D);
+    __builtin_prefetch(op_time + static_cast<size_t>(op) * C + time_class[d]);
     __builtin_prefetch(outs + info[op].out_begin);
     __builtin_prefetch(ins + info[op].in_begin);
     const ReadyEntry entry{state[op].ready_s, info[op].prio, op};
@@ -217,8 +220,8 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
                     heap_pop(heap + s.heap_off[d], s.heap_size[d], ByReadyTime()), by_rank_class);
         op = heap_pop(ranked + s.heap_off[d], s.ranked_size[d], by_rank_class).op;
       }
-      const size_t at = static_cast<size_t>(op) * D + d;
-      const double dur = contention && peer_busy(d, t) ? contended_time_[at] : op_time[at];
+      const double dur = contention && peer_busy(d, t) ? contended_time_[static_cast<size_t>(op) * D + d]
+                                                        : op_time[static_cast<size_t>(op) * C + time_class[d]];
       if (contention) s.run_s[d] = dur;
       s.running[d] = op;
       s.next_s[d] = t + dur;
@@ -250,7 +253,7 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
     ++s.done;
     s.makespan = t;
     s.end_event[p] = static_cast<int32_t>(s.events);
-    const double dur_p = contention ? s.run_s[d] : op_time[static_cast<size_t>(p) * D + d];
+    const double dur_p = contention ? s.run_s[d] : op_time[static_cast<size_t>(p) * C + time_class[d]];
     const double cp_end = sp.cp_start_s + dur_p;
     s.critical = std::max(s.critical, cp_end);
     s.running[d] = -2;  // ending: make_ready must not schedule d before its gap is known

@@ -741,3 +741,39 @@ TEST_CASE("sim::Simulator: the default mode of the event loop gives the general 
     }
   }
 }
+
+TEST_CASE("sim::Simulator: devices with equal op times share a time class, and each op takes its own device's time",
+          "[sim]") {
+  // g0, g1, g2 alike, c0 half as fast: two classes, the run reading times by class.
+  ClusterSpec spec{.name = "mixed"};
+  for (const char* name : {"g0", "g1", "c0", "g2"}) {
+    spec.devices.push_back(unit_device(name));
+    if (std::string(name) == "c0") spec.devices.back().peak_flops_per_s = 0.5;
+    spec.links.push_back(link(std::string("l") + name, name, "sw", 64, 0.5));
+  }
+  const Cluster mixed(spec);
+  const graphs::Graph g = random_dag(80, 31);
+  Simulator sim(g, mixed);
+  REQUIRE(sim.num_time_classes() == 2);
+  CHECK(sim.time_class(0) == 0);
+  CHECK(sim.time_class(1) == 0);
+  CHECK(sim.time_class(2) == 1);
+  CHECK(sim.time_class(3) == 0);
+  std::mt19937_64 rng(32);
+  for (int i = 0; i < 4; ++i) {
+    const std::vector<int32_t> place = random_placement(sim, rng);
+    Recorder rec(g);
+    const SimResult general = sim.simulate(place, &rec);
+    for (graphs::OpId op = 0; op < g.num_ops(); ++op) {
+      const Span& span = rec.ops.at(g.op_name(op));
+      REQUIRE(span.device == place[op]);
+      REQUIRE(span.end == span.start + sim.op_time_s(op, span.device));
+    }
+    REQUIRE(sim.simulate(place).step_time_s == general.step_time_s);
+  }
+  // No two alike: as many classes as devices.
+  spec.devices[1].peak_flops_per_s = 2;
+  spec.devices[3].peak_flops_per_s = 4;
+  const Cluster distinct(spec);
+  REQUIRE(Simulator(g, distinct).num_time_classes() == 4);
+}
