@@ -257,7 +257,7 @@ class ScheduleLean {
       out_begin_.push_back(static_cast<int32_t>(out_.size()));
       in_degree_.push_back(g.in_degree(op));
       if (in_degree_.back() == 0) sources_.push_back(i);
-      for (int32_t c = 0; c < C_; ++c) time_.push_back(sim.op_time_s(op, first[c]));
+      for (int32_t k = 0; k < C_; ++k) time_.push_back(sim.op_time_s(op, first[k]));
     }
     const int32_t channels = c.num_channels();
     for (int32_t a = 0; a < D_; ++a)
