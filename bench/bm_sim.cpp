@@ -99,17 +99,14 @@ void BM_FloorTopoSweep(benchmark::State& state) {
   std::vector<int32_t> in_begin{0};  // CSR over the topological order
   std::vector<In> ins;
   // Op times by device class, as the engine reads them (identical devices share one column).
-  const int32_t C = s.sim->num_time_classes();
-  std::vector<int32_t> time_class(D), first(C, -1);
-  for (int32_t d = 0; d < D; ++d) {
-    time_class[d] = s.sim->time_class(d);
-    if (first[time_class[d]] < 0) first[time_class[d]] = d;
-  }
+  const bench::TimeClasses classes(*s.sim);
+  const int32_t C = classes.size();
+  const std::vector<int32_t>& time_class = classes.of_device;
   std::vector<double> time(static_cast<size_t>(n) * C);
   for (graphs::OpId op : order) {
     for (graphs::EdgeId e : s.graph.in_edges(op)) ins.push_back(In{s.graph.edge_src(e), s.graph.edge_bytes(e)});
     in_begin.push_back(static_cast<int32_t>(ins.size()));
-    for (int32_t c = 0; c < C; ++c) time[static_cast<size_t>(op) * C + c] = s.sim->op_time_s(op, first[c]);
+    for (int32_t c = 0; c < C; ++c) time[static_cast<size_t>(op) * C + c] = s.sim->op_time_s(op, classes.first[c]);
   }
   std::vector<double> latency(static_cast<size_t>(D) * D, 0), inv_bw(static_cast<size_t>(D) * D, 0);
   for (int32_t a = 0; a < D; ++a)

@@ -17,6 +17,18 @@
 
 namespace placelab::bench {
 
+/** Each device's time class and a device of each class, to lay op times out by class as the engine reads them. */
+struct TimeClasses {
+  std::vector<int32_t> of_device, first;
+  explicit TimeClasses(const sim::Simulator& sim) : first(sim.num_time_classes(), -1) {
+    for (int32_t d = 0; d < sim.num_devices(); ++d) {
+      of_device.push_back(sim.time_class(d));
+      if (first[of_device[d]] < 0) first[of_device[d]] = d;
+    }
+  }
+  int32_t size() const { return static_cast<int32_t>(first.size()); }
+};
+
 /** The ops by the engine's priority: upward rank descending, then op id. */
 inline std::vector<graphs::OpId> by_priority(const sim::Simulator& sim) {
   std::vector<graphs::OpId> order(sim.num_ops());
@@ -233,8 +245,8 @@ inline Least least_key(const uint64_t* key, int32_t first = 0) {
 // the transfer's duration beside the first edge to each device), a +inf sentinel in every empty ready
 // heap, the next event by a tournament over integer keys (least_key), routes padded to their longest
 // (reading a channel that is always free, writing one nobody reads) and unrolled by a template on that
-// length. Checked
-// against the engine like ScheduleOnly; bench/results/sim_history.md ("Session 21") has what each step gained.
+// length. Checked against the engine like ScheduleOnly; bench/results/sim_history.md ("Session 21") has
+// what each step gained.
 class ScheduleLean {
  public:
   explicit ScheduleLean(const sim::Simulator& sim) : n_(sim.num_ops()), D_(sim.num_devices()) {
@@ -242,12 +254,9 @@ class ScheduleLean {
     const sim::Cluster& c = sim.cluster();
     op_of_ = by_priority(sim);
     // Op times by device class, as the engine reads them (identical devices share one column).
-    C_ = sim.num_time_classes();
-    std::vector<int32_t> first(C_, -1);
-    for (int32_t d = 0; d < D_; ++d) {
-      time_class_.push_back(sim.time_class(d));
-      if (first[time_class_[d]] < 0) first[time_class_[d]] = d;
-    }
+    const TimeClasses classes(sim);
+    C_ = classes.size();
+    time_class_ = classes.of_device;
     std::vector<int32_t> pos(n_);
     for (int32_t i = 0; i < n_; ++i) pos[op_of_[i]] = i;
     out_begin_.push_back(0);
@@ -257,7 +266,7 @@ class ScheduleLean {
       out_begin_.push_back(static_cast<int32_t>(out_.size()));
       in_degree_.push_back(g.in_degree(op));
       if (in_degree_.back() == 0) sources_.push_back(i);
-      for (int32_t k = 0; k < C_; ++k) time_.push_back(sim.op_time_s(op, first[k]));
+      for (int32_t k = 0; k < C_; ++k) time_.push_back(sim.op_time_s(op, classes.first[k]));
     }
     const int32_t channels = c.num_channels();
     for (int32_t a = 0; a < D_; ++a)
