@@ -1,7 +1,7 @@
 // Speed of the simulator on a 50k-op graph (8-layer GNMT training from the zoo) on 8 GPUs: one full
 // simulation (random and contiguous placements) against a bare topological sweep and against the same
 // schedule computed in two lean loops with nothing else (no memory, critical path or statistics:
-// bench/schedule_anchors.h), batch scaling over
+// bench/schedule_anchors.h), and in the leaner one with the engine's memory accounting, batch scaling over
 // threads (wall and CPU time), incremental one-op moves (uniformly random from a random or the contiguous
 // placement, Placeto-style sweeps in topological order, late ops), unit moves, rejected moves reverted by
 // undo, and how much of the schedule one move changes. Results and the command are recorded in bench/results/sim.md.
@@ -189,6 +189,34 @@ BENCHMARK(BM_ScheduleOnly)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 void BM_ScheduleLean(benchmark::State& state) { run_schedule<ScheduleLean>(state, "ScheduleLean"); }
 BENCHMARK(BM_ScheduleLean)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+
+// ScheduleLean with the engine's memory accounting (each device's peak, exact): checked against the
+// engine's peaks and step times on every placement first.
+void BM_ScheduleLeanMemory(benchmark::State& state) {
+  Setup& s = setup();
+  static ScheduleLean schedule(*s.sim);
+  static const bool same = [&] {
+    std::vector<std::vector<int32_t>> all = s.random;
+    all.push_back(s.contiguous);
+    std::vector<double> peak(s.cluster.num_devices());
+    for (const auto& placement : all) {
+      const sim::SimResult r = s.sim->simulate(placement);
+      if (schedule.run_with_memory(placement.data(), peak.data()) != r.step_time_s || peak != r.device_peak_bytes) return false;
+    }
+    return true;
+  }();
+  if (!same) {
+    state.SkipWithError("ScheduleLean with memory gives another step time or peak than the engine");
+    return;
+  }
+  std::vector<double> peak(s.cluster.num_devices());
+  size_t i = 0;
+  for (auto _ : state)
+    benchmark::DoNotOptimize(
+        schedule.run_with_memory(state.range(0) == 0 ? s.random[i++ % s.random.size()].data() : s.contiguous.data(), peak.data()));
+  report(state, state.iterations());
+}
+BENCHMARK(BM_ScheduleLeanMemory)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 // The same with links sharing their bandwidth (max-min fair) instead of FIFO. The contiguous placement
 // sends much over the few links between blocks: thousands of transfers share them at once.

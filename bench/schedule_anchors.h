@@ -1,11 +1,13 @@
 // The lean schedule loops bench/bm_sim.cpp measures the engine against: the engine's default schedule
 // (same op starts, checked there) and nothing else, without memory, critical path or statistics.
 //   ScheduleOnly: the plainest event-by-event loop (an upper bound on what this schedule costs).
-//   ScheduleLean: the same schedule from a loop laid out for speed (issue 31's probe, rebuilt).
+//   ScheduleLean: the same schedule from a loop laid out for speed (issue 31's probe, rebuilt); with
+//   run_with_memory, also the engine's exact memory accounting (same peaks, checked there).
 #pragma once
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <numeric>
@@ -246,7 +248,9 @@ inline Least least_key(const uint64_t* key, int32_t first = 0) {
 // heap, the next event by a tournament over integer keys (least_key), routes padded to their longest
 // (reading a channel that is always free, writing one nobody reads) and unrolled by a template on that
 // length. Checked against the engine like ScheduleOnly; bench/results/sim_history.md ("Session 21") has
-// what each step gained.
+// what each step gained. run_with_memory adds the engine's memory accounting, its design included (dated
+// changes in one radix heap, sim::detail::MemQueue), so that what exact peaks cost in this loop is
+// measured beside the engine: bench/results/sim.md, "Session 29".
 class ScheduleLean {
  public:
   explicit ScheduleLean(const sim::Simulator& sim) : n_(sim.num_ops()), D_(sim.num_devices()) {
@@ -259,14 +263,29 @@ class ScheduleLean {
     time_class_ = classes.of_device;
     std::vector<int32_t> pos(n_);
     for (int32_t i = 0; i < n_; ++i) pos[op_of_[i]] = i;
+    // Memory: each op's input slots (its in-edges), and the slot each out-edge fills.
+    std::vector<int32_t> slot_of_edge(g.num_edges());
+    in_begin_.push_back(0);
+    for (int32_t i = 0; i < n_; ++i) {
+      for (graphs::EdgeId e : g.in_edges(op_of_[i])) {
+        slot_of_edge[e] = static_cast<int32_t>(in_.size());
+        in_.push_back(In{g.edge_bytes(e) > 0 ? pos[g.edge_src(e)] : -1, -1});  // -1: holds no memory
+      }
+      in_begin_.push_back(static_cast<int32_t>(in_.size()));
+    }
     out_begin_.push_back(0);
     for (int32_t i = 0; i < n_; ++i) {
       const graphs::OpId op = op_of_[i];
-      for (graphs::EdgeId e : g.out_edges(op)) out_.push_back(Out{pos[g.edge_dst(e)], g.edge_bytes(e)});
+      for (graphs::EdgeId e : g.out_edges(op)) {
+        out_.push_back(Out{pos[g.edge_dst(e)], g.edge_bytes(e)});
+        in_slot_.push_back(slot_of_edge[e]);
+      }
       out_begin_.push_back(static_cast<int32_t>(out_.size()));
       in_degree_.push_back(g.in_degree(op));
       if (in_degree_.back() == 0) sources_.push_back(i);
       for (int32_t k = 0; k < C_; ++k) time_.push_back(sim.op_time_s(op, classes.first[k]));
+      om_.push_back(OpMem{std::llround(g.output_bytes(op)), std::llround(g.temp_bytes(op)), 0.0, 0, 0});
+      param_mem_.push_back(std::llround(g.param_bytes(op)));
     }
     const int32_t channels = c.num_channels();
     for (int32_t a = 0; a < D_; ++a)
@@ -289,8 +308,10 @@ class ScheduleLean {
     dev_.resize(n_), dur_.resize(n_), pending_.resize(n_), ready_.resize(n_);
     word_.resize(out_.size()), transfer_s_.resize(out_.size());
     heap_.resize(static_cast<size_t>(n_) + D_);
-    for (auto* v : {&heap_off_, &heap_size_, &running_, &stamp_}) v->resize(D_);
+    for (auto* v : {&heap_off_, &heap_size_, &running_, &stamp_, &count_, &dest_xfer_}) v->resize(D_);
     for (auto* v : {&free_s_, &arrival_s_, &largest_}) v->resize(D_);
+    xfer_count_.resize(out_.size()), xfer_bytes_.resize(out_.size()), xfer_.resize(out_.size());
+    mem_.resize(D_), peak_.resize(D_);
     while (P_ < D_) P_ *= 2;
     if (P_ > 16) throw std::invalid_argument("ScheduleLean: at most 16 devices");
     next_key_.assign(P_, event_key(std::numeric_limits<double>::infinity(), sim::detail::kWake));  // padded: no event
@@ -298,25 +319,37 @@ class ScheduleLean {
 
   /** The step time of `device_of`; with `start_s` (one entry per op, by op id), each op's start too. */
   [[gnu::noinline]] double run(const int32_t* device_of, double* start_s = nullptr) {
-    switch (hops_) {  // routes of a known length: loops the compiler unrolls
-      case 1: return run_routes<1>(device_of, start_s);
-      case 2: return run_routes<2>(device_of, start_s);
-      case 3: return run_routes<3>(device_of, start_s);
-      case 4: return run_routes<4>(device_of, start_s);
-      case 5: return run_routes<5>(device_of, start_s);
-      case 6: return run_routes<6>(device_of, start_s);
-      default: return run_routes<0>(device_of, start_s);
-    }
+    return run_hops<false>(device_of, start_s);
+  }
+  /** The same, also tracking memory as the engine does: each device's peak bytes in `peak` (D entries). */
+  [[gnu::noinline]] double run_with_memory(const int32_t* device_of, double* peak) {
+    const double makespan = run_hops<true>(device_of, nullptr);
+    for (int32_t d = 0; d < D_; ++d) peak[d] = static_cast<double>(peak_[d]);
+    return makespan;
   }
 
  private:
+  template <bool kMemory>
+  double run_hops(const int32_t* device_of, double* start_s) {
+    switch (hops_) {  // routes of a known length: loops the compiler unrolls
+      case 1: return run_routes<1, kMemory>(device_of, start_s);
+      case 2: return run_routes<2, kMemory>(device_of, start_s);
+      case 3: return run_routes<3, kMemory>(device_of, start_s);
+      case 4: return run_routes<4, kMemory>(device_of, start_s);
+      case 5: return run_routes<5, kMemory>(device_of, start_s);
+      case 6: return run_routes<6, kMemory>(device_of, start_s);
+      default: return run_routes<0, kMemory>(device_of, start_s);
+    }
+  }
+
   // run() for routes padded to kHops channels (0: hops_, unknown at compile time).
-  template <int32_t kHops>
+  template <int32_t kHops, bool kMemory>
   double run_routes(const int32_t* device_of, double* start_s) {
+    using sim::detail::MemEvent, sim::detail::mem_key;
     const int32_t hops = kHops > 0 ? kHops : hops_;
     constexpr double kInf = std::numeric_limits<double>::infinity();
     constexpr int32_t kEnd = 1, kWake = 2;
-    prepare(device_of);  // also counts each device's ops in heap_size_
+    prepare<kMemory>(device_of);  // also counts each device's ops in heap_size_
     for (int32_t d = 0, off = 0; d < D_; ++d) {
       heap_off_[d] = off;
       off += heap_size_[d] + 1;  // and the sentinel
@@ -331,22 +364,92 @@ class ScheduleLean {
       next_key_[d] = event_key(std::max(free_s_[d], ready_of(heap_[heap_off_[d]])), kWake);  // +inf when empty
     };
     for (int32_t d = 0; d < D_; ++d) wake(d);
+
+    // Memory as the engine counts it (sim/event_loop.cpp): changes dated after the event that makes them
+    // (a copy allocated when its transfer starts, an output freed when its last transfer ends) wait in
+    // time order, and peaks are taken after each allocation.
+    int32_t num_xfers = 0;
+    double now = 0;
+    auto alloc = [&](int32_t d, int64_t bytes) {
+      mem_[d] += bytes;
+      peak_[d] = std::max(peak_[d], mem_[d]);
+    };
+    auto mem_later = [&](double time_s, int32_t is_alloc, int32_t d, int64_t bytes) {
+      if (is_alloc && time_s == now) mem_now_.push_back(MemEvent{mem_key(time_s, is_alloc), d, bytes});
+      else mem_q_.push(MemEvent{mem_key(time_s, is_alloc), d, bytes});
+    };
+    auto flush = [&](double t, bool allocs_at_t) {
+      if (!mem_now_.empty() && (mem_now_.front().key < mem_key(t, 0) || allocs_at_t)) {
+        for (const MemEvent& e : mem_now_) alloc(e.device, e.bytes);
+        mem_now_.clear();
+      }
+      const uint64_t limit = mem_key(t, allocs_at_t ? 1 : 0);
+      while (mem_q_.size > 0 && mem_q_.min <= limit) {
+        const MemEvent e = mem_q_.pop();
+        if (e.is_alloc()) alloc(e.device, e.bytes);
+        else mem_[e.device] -= e.bytes;
+      }
+    };
+    auto due = [&](double t, bool wake_up) {  // most events have nothing to apply
+      return (mem_q_.size > 0 && mem_q_.min <= mem_key(t, 1)) ||
+             (!mem_now_.empty() && (wake_up || mem_now_.front().key < mem_key(t, 0)));
+    };
+    auto free_output = [&](int32_t q, int32_t d, double t) {
+      const int64_t bytes = om_[q].output;
+      if (bytes <= 0) return;
+      if (om_[q].hold > t) mem_later(om_[q].hold, 0, d, bytes);
+      else mem_[d] -= bytes;
+    };
+    if constexpr (kMemory) {
+      std::fill(mem_.begin(), mem_.end(), 0);
+      for (int32_t i = 0; i < n_; ++i) mem_[dev_[i]] += param_mem_[i];
+      peak_ = mem_;
+      mem_q_.clear();
+      mem_now_.clear();
+    }
+
     double makespan = 0;
     for (;;) {
       const auto [slot, d] = next_event();  // the least (time, kind, device)
       const double t = key_time(slot);
       if (t == kInf) break;
+      if constexpr (kMemory) {
+        if (due(t, slot & 1)) flush(t, slot & 1);
+        now = t;
+      }
       if (slot & 1) {
         const int32_t p = pop(d);
         if (start_s) start_s[op_of_[p]] = t;
         running_[d] = p;
         next_key_[d] = event_key(t + dur_[p], kEnd);
         __builtin_prefetch(&word_[out_begin_[p]]);  // what this op's end reads
+        if constexpr (kMemory) {
+          alloc(d, om_[p].output + om_[p].temp);
+          // Its end reads its inputs' records: fetch them meanwhile.
+          for (int32_t k = in_begin_[p]; k < in_begin_[p + 1]; ++k) {
+            const In in = in_[k];
+            __builtin_prefetch(in.xfer >= 0 ? static_cast<const void*>(&xfer_[in.xfer]) : &om_[in.src]);
+          }
+        }
         continue;
       }
       const int32_t p = running_[d];
       makespan = t;
       free_s_[d] = dur_[p] > 0 ? t + gap_[d] : t;  // no gap after an op that took no time
+      double hold = t;
+      if constexpr (kMemory) {
+        mem_[d] -= om_[p].temp;
+        // Inputs whose last consumer on this device this was.
+        for (int32_t k = in_begin_[p]; k < in_begin_[p + 1]; ++k) {
+          const auto [q, x] = in_[k];
+          if (q < 0) continue;
+          if (x < 0) {
+            if (--om_[q].local_left == 0) free_output(q, d, t);
+          } else if (--xfer_[x].left == 0) {
+            mem_[d] -= xfer_[x].bytes;
+          }
+        }
+      }
       for (int32_t k = out_begin_[p]; k < out_begin_[p + 1]; ++k) {
         const uint64_t w = word_[k];
         const auto q = static_cast<int32_t>(static_cast<uint32_t>(w));
@@ -360,16 +463,33 @@ class ScheduleLean {
           const double end = start + transfer_s_[k];
           for (int32_t h = 0; h < hops; ++h) chan_free_[wr[h]] = end + busy_after_[wr[h]];
           arrival_s_[e] = end;
+          if constexpr (kMemory) {
+            const int32_t x = num_xfers++;
+            xfer_[x] = Xfer{xfer_count_[k], xfer_bytes_[k]};
+            dest_xfer_[e] = x;
+            mem_later(start, 1, e, xfer_bytes_[k]);
+            hold = std::max(hold, end);
+          }
         }
+        if constexpr (kMemory)
+          if (w & kData) in_[in_slot_[k]].xfer = (w & kRemote) ? dest_xfer_[e] : -1;
         ready_[q] = std::max(ready_[q], (w & kRemote) ? arrival_s_[e] : t);
         if (--pending_[q] == 0) {
           push(e, key(ready_[q], q));
+          if constexpr (kMemory) __builtin_prefetch(&om_[q]);
           if (running_[e] == -1) wake(e);
         }
+      }
+      if constexpr (kMemory) {
+        OpMem& m = om_[p];
+        m.local_left = m.local;
+        m.hold = hold;
+        if (m.local == 0) free_output(p, d, t);
       }
       running_[d] = -1;
       wake(d);
     }
+    if constexpr (kMemory) flush(kInf, true);
     return makespan;
   }
 
@@ -385,7 +505,7 @@ class ScheduleLean {
     }
   }
   __extension__ typedef unsigned __int128 Key;  // ready time's bits, then the position: one comparison orders the heap
-  static constexpr uint64_t kRemote = uint64_t{1} << 48, kFirst = uint64_t{1} << 49;
+  static constexpr uint64_t kRemote = uint64_t{1} << 48, kFirst = uint64_t{1} << 49, kData = uint64_t{1} << 50;
   static constexpr Key kSentinel = static_cast<Key>(0x7ff0000000000000ULL) << 64;  // +inf
   static Key key(double ready_s, int32_t pos) { return static_cast<Key>(std::bit_cast<uint64_t>(ready_s)) << 64 | static_cast<uint32_t>(pos); }
   static double ready_of(Key k) { return std::bit_cast<double>(static_cast<uint64_t>(k >> 64)); }
@@ -393,10 +513,16 @@ class ScheduleLean {
     int32_t dst;  // position
     double bytes;
   };
+  struct Xfer {
+    int32_t left;   // consumers on the destination that have not ended
+    int64_t bytes;  // memory of the received copy
+  };
 
   // Each op's time on its device and its initial state, each device's op count; per out-edge its word;
   // beside the first edge to each remote device, the transfer's duration (latency + its largest tensor
-  // over the route's bandwidth). One pass over the ops after their devices.
+  // over the route's bandwidth). One pass over the ops after their devices. With memory, also each op's
+  // count of local consumers and each transfer's consumers and bytes.
+  template <bool kMemory>
   void prepare(const int32_t* device_of) {
     for (int32_t i = 0; i < n_; ++i) dev_[i] = device_of[op_of_[i]];
     std::fill(stamp_.begin(), stamp_.end(), -1);
@@ -407,26 +533,36 @@ class ScheduleLean {
       ++heap_size_[d];
       pending_[p] = in_degree_[p];
       ready_[p] = 0;
+      int32_t local = 0;
       for (int32_t k = out_begin_[p]; k < out_begin_[p + 1]; ++k) {
         const int32_t q = out_[k].dst, e = dev_[q];
         uint64_t w = static_cast<uint32_t>(q) | static_cast<uint64_t>(e) << 32;
+        if (out_[k].bytes > 0) w |= kData;
+        if constexpr (kMemory) local += e == d && out_[k].bytes > 0;
         if (e != d && out_[k].bytes > 0) {
           w |= kRemote;
           if (stamp_[e] != p) {
             stamp_[e] = p;
             largest_[e] = out_[k].bytes;
+            if constexpr (kMemory) count_[e] = 1;
             w |= kFirst;
           } else {
             largest_[e] = std::max(largest_[e], out_[k].bytes);
+            if constexpr (kMemory) ++count_[e];
           }
         }
         word_[k] = w;
       }
+      if constexpr (kMemory) om_[p].local = local;
       for (int32_t k = out_begin_[p]; k < out_begin_[p + 1]; ++k)
         if (word_[k] & kFirst) {
           const auto e = static_cast<int32_t>((word_[k] >> 32) & 0xffff);
           const size_t pair = static_cast<size_t>(d) * D_ + e;
           transfer_s_[k] = latency_[pair] + largest_[e] / bandwidth_[pair];
+          if constexpr (kMemory) {
+            xfer_count_[k] = count_[e];
+            xfer_bytes_[k] = static_cast<int64_t>(largest_[e] + 0.5);
+          }
         }
     }
   }
@@ -462,9 +598,26 @@ class ScheduleLean {
   std::vector<double> dur_, ready_, transfer_s_;
   std::vector<uint64_t> word_;
   std::vector<Key> heap_;
-  std::vector<int32_t> heap_off_, heap_size_, running_, stamp_;
+  std::vector<int32_t> heap_off_, heap_size_, running_, stamp_, count_;
   std::vector<uint64_t> next_key_;
   std::vector<double> free_s_, arrival_s_, largest_;
+  // memory
+  struct OpMem {
+    int64_t output, temp;   // bytes
+    double hold;            // the output's last transfer end
+    int32_t local, local_left;  // local data consumers; those that have not ended
+  };
+  struct In {
+    int32_t src;   // the producer's position; -1: a control edge
+    int32_t xfer;  // the transfer record that brought it; -1: local
+  };
+  std::vector<OpMem> om_;
+  std::vector<In> in_;
+  std::vector<int32_t> in_begin_, in_slot_, xfer_count_, dest_xfer_;
+  std::vector<int64_t> param_mem_, xfer_bytes_, mem_, peak_;
+  std::vector<Xfer> xfer_;
+  sim::detail::MemQueue mem_q_;
+  std::vector<sim::detail::MemEvent> mem_now_;
 };
 
 }  // namespace placelab::bench
