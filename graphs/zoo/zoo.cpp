@@ -205,7 +205,8 @@ Graph make_model(std::string_view name, const Params& params) {
   Params values;
   for (const ParamSpec& p : gen.params) values.emplace(p.name, p.value);
   for (const auto& [key, value] : params) {
-    auto spec = std::find_if(gen.params.begin(), gen.params.end(), [&](const ParamSpec& p) { return p.name == key; });
+    const std::string& given = key;  // Clang before 16 cannot capture a structured binding in a lambda
+    auto spec = std::find_if(gen.params.begin(), gen.params.end(), [&](const ParamSpec& p) { return p.name == given; });
     if (spec == gen.params.end()) {
       std::string known;
       for (const ParamSpec& p : gen.params) known += (known.empty() ? "" : ", ") + p.name;

@@ -195,7 +195,8 @@ PlacetoLearner::TaskData& PlacetoLearner::task_data(const rl::Task& task) {
     if (a == b) continue;
     for (auto [from, to] : {std::pair{a, b}, std::pair{b, a}}) {
       auto& list = data->traffic[from];
-      auto it = std::find_if(list.begin(), list.end(), [&](const auto& entry) { return entry.first == to; });
+      // An init-capture: Clang before 16 cannot capture a structured binding.
+      auto it = std::find_if(list.begin(), list.end(), [other = to](const auto& entry) { return entry.first == other; });
       if (it == list.end()) list.emplace_back(to, g.edge_bytes(e));
       else it->second += g.edge_bytes(e);
     }
