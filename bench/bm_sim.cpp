@@ -40,6 +40,11 @@ struct Setup {
   std::unique_ptr<sim::Simulator> sim;
   std::vector<std::vector<int32_t>> random;  // random placements
   std::vector<int32_t> contiguous;           // topological order cut into 8 equal blocks
+  std::vector<std::vector<int32_t>> all_placements() const {  // the random ones, then the contiguous one
+    std::vector<std::vector<int32_t>> all = random;
+    all.push_back(contiguous);
+    return all;
+  }
 };
 
 Setup& setup() {
@@ -144,19 +149,11 @@ BENCHMARK(BM_FloorTopoSweep)->Unit(benchmark::kMillisecond);
 // (checked once per type).
 template <class Schedule>
 bool same_schedule_as_engine(Schedule& schedule) {
-  struct Starts : sim::SimObserver {
-    std::vector<double> start_s;
-    void on_op(graphs::OpId op, int32_t, double start_s_of_op, double) override { start_s[op] = start_s_of_op; }
-    void on_transfer(graphs::OpId, int32_t, int32_t, double, double, double) override {}
-  };
   static const bool same = [&] {
     Setup& s = setup();
-    Starts engine;
-    engine.start_s.resize(s.graph.num_ops());
+    bench::StartTimes engine(s.graph.num_ops());
     std::vector<double> mine(s.graph.num_ops());
-    std::vector<std::vector<int32_t>> all = s.random;
-    all.push_back(s.contiguous);
-    for (const auto& placement : all) {
+    for (const auto& placement : s.all_placements()) {
       s.sim->simulate(placement, &engine);
       schedule.run(placement.data(), mine.data());
       if (mine != engine.start_s) return false;
@@ -196,10 +193,8 @@ void BM_ScheduleLeanMemory(benchmark::State& state) {
   Setup& s = setup();
   static ScheduleLean schedule(*s.sim);
   static const bool same = [&] {
-    std::vector<std::vector<int32_t>> all = s.random;
-    all.push_back(s.contiguous);
     std::vector<double> peak(s.cluster.num_devices());
-    for (const auto& placement : all) {
+    for (const auto& placement : s.all_placements()) {
       const sim::SimResult r = s.sim->simulate(placement);
       if (schedule.run_with_memory(placement.data(), peak.data()) != r.step_time_s || peak != r.device_peak_bytes) return false;
     }

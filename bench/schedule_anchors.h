@@ -31,6 +31,14 @@ struct TimeClasses {
   int32_t size() const { return static_cast<int32_t>(first.size()); }
 };
 
+/** Records each op's start in a run of the engine, to check an anchor's schedule against it. */
+struct StartTimes : sim::SimObserver {
+  std::vector<double> start_s;  // by op id
+  explicit StartTimes(int32_t num_ops) : start_s(num_ops) {}
+  void on_op(graphs::OpId op, int32_t, double start, double) override { start_s[op] = start; }
+  void on_transfer(graphs::OpId, int32_t, int32_t, double, double, double) override {}
+};
+
 /** The ops by the engine's priority: upward rank descending, then op id. */
 inline std::vector<graphs::OpId> by_priority(const sim::Simulator& sim) {
   std::vector<graphs::OpId> order(sim.num_ops());

@@ -1,6 +1,6 @@
 // The benchmark's lean loops (bench/schedule_anchors.h) compute the engine's schedule, and with memory its
-// peaks, exactly: bm_sim checks this on its own graph before timing, and this test on graphs with control
-// edges, parameters, temporaries and ops that take no time, on clusters of 4 and 8 devices.
+// peaks, exactly: bm_sim checks this on its own graph before timing, and this test on random graphs with
+// control edges, parameters and temporaries and on a training graph, on clusters of 4 and 8 devices.
 #include <catch2/catch.hpp>
 
 #include <random>
@@ -16,12 +16,6 @@ using namespace placelab;
 
 namespace {
 
-struct Starts : sim::SimObserver {
-  std::vector<double> start_s;
-  void on_op(graphs::OpId op, int32_t, double start, double) override { start_s[op] = start; }
-  void on_transfer(graphs::OpId, int32_t, int32_t, double, double, double) override {}
-};
-
 void check_anchors(const graphs::Graph& g, const std::string& preset) {
   const sim::Cluster cluster = sim::make_preset(preset);
   const sim::Simulator engine(g, cluster);
@@ -35,8 +29,7 @@ void check_anchors(const graphs::Graph& g, const std::string& preset) {
     blocks[op] = static_cast<int32_t>(static_cast<int64_t>(g.topo_rank(op)) * cluster.num_devices() / g.num_ops());
   placements.push_back(blocks);
   for (const auto& place : placements) {
-    Starts expected;
-    expected.start_s.resize(g.num_ops());
+    bench::StartTimes expected(g.num_ops());
     const sim::SimResult r = engine.simulate(place, &expected);
     std::vector<double> start(g.num_ops()), peak(cluster.num_devices());
     only.run(place.data(), start.data());
