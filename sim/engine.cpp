@@ -379,6 +379,7 @@ SimScratchPtr Simulator::make_scratch() const {
     v->resize(D);
   s->mem_s.resize(D);
   s->peak_s.resize(D);
+  s->stop_wake_s.assign(D, kInf);
   s->end_event.resize(n);
   s->depart_s.resize(D);
   if (options_.priority == Priority::fifo) s->fifo_key.resize(n);

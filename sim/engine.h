@@ -136,21 +136,33 @@ class Simulator {
   void take_batches_of(const Simulator& base);
   /** Each op's prio (in info_) and rank class from rank_, after rank_ changes. */
   void order_by_rank();
+  /** The op times a run reads, in clock units: `op` on device d at op * time_classes_ + time_class_[d]. */
+  const double* run_times() const {
+    return !class_time_.empty() ? class_time_.data() : clock_time_.empty() ? time_.data() : clock_time_.data();
+  }
+  /** The time a run counts for `op` on device d when its memory domain is idle, in clock units. */
+  double clock_op_time(graphs::OpId op, int32_t d) const {
+    return run_times()[static_cast<size_t>(op) * static_cast<size_t>(time_classes_) + time_class_[d]];
+  }
   /** Makes the run count time in `unit_s` (a second: nothing to do). */
   void use_clock_unit(double unit_s);
   /** clock_time_ from time_, after time_ changes. */
   void refresh_clock_time();
   /** time_class_ and class_time_ from the run's op times, after they change. */
   void refresh_time_classes();
-  /** One run; with `checkpoints`, saves the state every so many events; `fresh` = false resumes `s`. */
-  void run(std::span<const int32_t> device_of, SimScratch& s, SimResult& out, SimObserver* observer,
+  /**
+   * One run; with `checkpoints`, saves the state every so many events; `fresh` = false resumes `s`.
+   * Returns false when it stopped where s's stop_ fields say (s can be resumed then), true when it ran to the end.
+   */
+  bool run(std::span<const int32_t> device_of, SimScratch& s, SimResult& out, SimObserver* observer,
            SimCheckpoints* checkpoints = nullptr, bool fresh = true) const;
   /**
    * run() for one mode (sim/event_loop.cpp): kGeneral = false only for the default options without an
-   * observer (see general()), whose copy of the loop has the other modes' branches compiled out.
+   * observer (see general()), whose copy of the loop has the other modes' branches compiled out;
+   * kStoppable = false (default mode only) compiles out the checks for stopping early.
    */
-  template <bool kGeneral>
-  void run_mode(std::span<const int32_t> device_of, SimScratch& s, SimResult& out, SimObserver* observer,
+  template <bool kGeneral, bool kStoppable>
+  bool run_mode(std::span<const int32_t> device_of, SimScratch& s, SimResult& out, SimObserver* observer,
                 SimCheckpoints* checkpoints, bool fresh) const;
   /** Whether a run with this observer needs the general mode of the loop. */
   bool general(const SimObserver* observer) const;
@@ -251,6 +263,18 @@ class IncrementalSimulator {
    */
   const SimResult& move(std::span<const graphs::OpId> ops, int32_t device);
   /**
+   * move(), unless the new step time is sure to exceed `limit_s`: then the replay stops as soon as it
+   * knows and returns nullptr. It knows from two lower bounds of the step time, checked as it goes, with a
+   * relative margin of 1e-9: a device's work left, run back to back from where the replay is, and an op's
+   * end plus the longest path after it (each op at its fastest, transfers free). A search that would
+   * reject such a move anyway (annealing's Metropolis rule) skips the rest of the replay. After a stop,
+   * only resume() or undo() may follow, and result() is still the last complete result. With
+   * limit_s = +inf it is move().
+   */
+  const SimResult* move_within(std::span<const graphs::OpId> ops, int32_t device, double limit_s);
+  /** Continues the move that move_within() stopped, up to a new limit (higher, or the same stop follows). */
+  const SimResult* resume(double limit_s);
+  /**
    * Reverts the last move (the last call of move() that returned) without simulating: the state it
    * replaced was kept, so the placement, result and saved states are again exactly those before it.
    * A local search that rejects a move pays one replay for it instead of two. Throws placelab::Error
@@ -268,6 +292,14 @@ class IncrementalSimulator {
   };
   /** Applies `moved` to a saved state from before any of their ops' inputs was produced. */
   void relocate(SimScratch& s, std::span<const Moved> moved) const;
+  /** work_ summed afresh from the placement. */
+  void sum_work();
+  /** tail_, once. */
+  void sum_tail();
+  /** Where the run stops for a limit on the step time. */
+  void set_limit(double limit_s);
+  /** Runs the state (fresh or resumed) up to a limit; nullptr when it stopped there. */
+  const SimResult* run_to(double limit_s, bool fresh);
 
   const Simulator* sim_;
   std::vector<int32_t> device_of_;
@@ -277,6 +309,10 @@ class IncrementalSimulator {
   double replayed_fraction_ = 1;
   std::vector<Moved> moved_;      // the ops the current move changes, kept to avoid allocating per move
   std::unique_ptr<SimUndo> undo_;  // what the last move replaced
+  std::vector<double> work_;      // per device: its ops' times, in the run's clock units
+  std::vector<double> tail_;      // per op: a lower bound of the time from its end to the step's end
+  int64_t moves_ = 0;
+  bool stopped_ = false;          // the last move stopped at its limit
 };
 
 }  // namespace placelab::sim

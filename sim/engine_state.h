@@ -254,6 +254,14 @@ struct SimDense {
 struct SimScratch : SimDense {
   std::vector<Xfer> xfer;                // transfer records, num_xfers of them made so far
   std::vector<ReadyEntry> heap, ranked;  // per-device segments at heap_off; ranked only for Priority::rank
+  // Where a run stops early, before it changes anything at the event (IncrementalSimulator's moves
+  // within a limit): before device d starts an op at t when t - busy[d] > stop_wake_s[d] (d's work left,
+  // run back to back from t, would end past the limit), and before the end of op p at t when
+  // t + stop_tail_s[p] > stop_end_s (the path after p takes at least stop_tail_s[p]). +inf and nullptr:
+  // never. Not part of a saved state.
+  std::vector<double> stop_wake_s;
+  const double* stop_tail_s = nullptr;
+  double stop_end_s = detail::kInf;
 };
 
 // The next event: the device (leaf) with the least (next_s, kind, index). Up to 16 leaves: a scan
@@ -342,6 +350,7 @@ struct SimUndo {
   SimScratchPtr state;
   SimResult result;
   double replayed_fraction = 1;
+  std::vector<double> work;  // IncrementalSimulator::work_ before the move
 };
 
 

@@ -24,16 +24,18 @@ bool Simulator::general(const SimObserver* observer) const {
          any_sender_copies_ || any_link_curves_ || !contended_time_.empty();
 }
 
-void Simulator::run(std::span<const int32_t> dev, SimScratch& s, SimResult& out, SimObserver* observer,
+bool Simulator::run(std::span<const int32_t> dev, SimScratch& s, SimResult& out, SimObserver* observer,
                     SimCheckpoints* checkpoints, bool fresh) const {
   // The default options without an observer (the hot case: rewards, batches) get their own copy of the
-  // event loop with the other modes' branches compiled out.
-  if (general(observer)) run_mode<true>(dev, s, out, observer, checkpoints, fresh);
-  else run_mode<false>(dev, s, out, nullptr, checkpoints, fresh);
+  // event loop with the other modes' branches compiled out, and without the checks for stopping early
+  // unless the run may stop (a move within a limit).
+  if (general(observer)) return run_mode<true, true>(dev, s, out, observer, checkpoints, fresh);
+  if (s.stop_tail_s) return run_mode<false, true>(dev, s, out, nullptr, checkpoints, fresh);
+  return run_mode<false, false>(dev, s, out, nullptr, checkpoints, fresh);
 }
 
-template <bool kGeneral>
-void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult& out, SimObserver* observer,
+template <bool kGeneral, bool kStoppable>
+bool Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult& out, SimObserver* observer,
                          SimCheckpoints* checkpoints, bool fresh) const {
   const int32_t n = n_, D = devices_;
   const int32_t* device_of = dev.data();
@@ -42,7 +44,7 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
   const InSlot* ins = in_.data();
   SimScratch::OpState* state = s.op.data();
   // Op times by device class: op_time[op * C + time_class[d]].
-  const double* op_time = !class_time_.empty() ? class_time_.data() : clock_time_.empty() ? time_.data() : clock_time_.data();
+  const double* op_time = run_times();
   const size_t C = static_cast<size_t>(time_classes_);
   const int32_t* time_class = time_class_.data();
   const double unit = clock_unit_s_;  // observers and results get seconds
@@ -113,6 +115,7 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
     else if (arrive == ready) k = std::max(k, key);
   };
 
+  const double* stop_wake = s.stop_wake_s.data();
   MemQueue& mem = s.mem_events;
   std::vector<MemEvent>& mem_now = s.mem_now;
   double now = 0;  // time of the event being handled
@@ -209,6 +212,7 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
       continue;
     }
     if (s.next_kind[d] == kWake) {
+      if (kStoppable && t - s.busy[d] > stop_wake[d]) return false;  // before any change: resuming handles this event
       if (flush) mem_flush(t, true);
       int32_t op;
       if (!by_rank) {
@@ -246,6 +250,7 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
     }
 
     // The running op p of device d ends at t.
+    if (kStoppable && s.stop_tail_s && t + s.stop_tail_s[s.running[d]] > s.stop_end_s) return false;  // as above
     if (flush) mem_flush(t, false);
     const int32_t p = s.running[d];
     const OpInfo& ip = info[p];
@@ -441,6 +446,7 @@ void Simulator::run_mode(std::span<const int32_t> dev, SimScratch& s, SimResult&
   }
   mem_flush(kInf, true);
   finish_run(s, out);
+  return true;
 }
 
 void Simulator::reset_run(const int32_t* device_of, SimScratch& s) const {

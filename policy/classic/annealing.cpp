@@ -7,6 +7,8 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <limits>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -23,17 +25,55 @@ double cost_of(const sim::SimResult& r, const sim::Cluster& c) {
   return r.step_time_s * (2 + excess / std::max(capacity, 1.0));
 }
 
+// The Metropolis rule on incremental moves: accept a move of cost c from `current` at temperature t when
+// c <= current, else when u < exp(-(c - current) / t) for u drawn then, uniform in [0, 1). With
+// `stop_early`, a replay stops as soon as its step time (a lower bound of the cost) is sure to exceed the
+// cost at which the rule rejects: first `current` (the move is worse, so u is drawn, where a full replay
+// would draw it), then the cost where exp(-(c - current) / t) falls to u. So the moves accepted, the draws
+// and the result are those of full replays, bit for bit; a rejected move replays only until it is certain.
+struct Metropolis {
+  std::mt19937_64* rng;
+  const sim::Cluster* cluster;
+  bool stop_early = true;
+  int64_t stopped = 0;  // moves rejected before their replay ended
+
+  // The move's cost when accepted, nothing when rejected (undo() follows then).
+  std::optional<double> judge(sim::IncrementalSimulator& state, std::span<const graphs::OpId> ops, int32_t to,
+                              double current, double t) {
+    constexpr double kNever = std::numeric_limits<double>::infinity();
+    const sim::SimResult* r = state.move_within(ops, to, stop_early ? current : kNever);
+    double u = -1;  // not drawn yet
+    if (!r) {
+      if (!(t > 0)) return ++stopped, std::nullopt;  // worse, and no uphill moves at zero temperature
+      u = uniform_unit(*rng);
+      // The least cost found to be rejected; every higher one is too (exp is monotone). u = 0: none.
+      double limit = current - t * std::log(u);
+      while (std::isfinite(limit) && u < std::exp(-(limit - current) / t))
+        limit = std::nextafter(limit + limit * 1e-12, kNever);
+      r = state.resume(limit);
+      if (!r) return ++stopped, std::nullopt;
+    }
+    const double cost = cost_of(*r, *cluster);
+    if (cost - current <= 0) return cost;
+    if (!(t > 0)) return std::nullopt;
+    if (u < 0) u = uniform_unit(*rng);
+    return u < std::exp(-(cost - current) / t) ? std::optional<double>(cost) : std::nullopt;
+  }
+};
+
 // The heuristics whose best placement is the start (each simulated once).
 constexpr std::array<const char*, 6> kStarts = {"single_device", "human_expert", "metis", "scotch", "heft", "m_topo"};
 
 class AnnealingPlacer final : public Placer {
  public:
   PlaceResult place(const PlaceRequest& request) const override {
-    check_options("annealing", request.options, {"steps", "seconds", "temperature", "curve"});
+    check_options("annealing", request.options, {"steps", "seconds", "temperature", "curve", "stop_early"});
     const int64_t steps = option_int("annealing", request.options, "steps", 1000);
     const double seconds = option_number("annealing", request.options, "seconds", 0);
     const double temperature = option_number("annealing", request.options, "temperature", 0.002);
     const bool curve = option_bool("annealing", request.options, "curve", false);
+    // Exact either way (same moves, same result); off, every move replays to the end (for comparisons).
+    const bool stop_early = option_bool("annealing", request.options, "stop_early", true);
     const sim::Simulator& sim = request.simulator;
     const sim::Cluster& c = request.cluster();
     const auto t0 = std::chrono::steady_clock::now();
@@ -60,6 +100,7 @@ class AnnealingPlacer final : public Placer {
     }
     sim::IncrementalSimulator state(sim, start);
     std::mt19937_64 rng(request.seed);
+    Metropolis metropolis{&rng, &c, stop_early};
     double current = start_cost, best = start_cost;
     std::vector<int32_t> best_placement = start;
     int64_t done = 0, accepted = 0, improved = 0;
@@ -75,20 +116,20 @@ class AnnealingPlacer final : public Placer {
       size_t k = static_cast<size_t>(uniform_index(rng, static_cast<int32_t>(allowed[u].size()) - 1));
       if (allowed[u][k] >= from) ++k;
       const int32_t to = allowed[u][k];
-      const double cost = cost_of(state.move(units.ops(u), to), c);
-      const double delta = cost - current;
       // Geometric cooling from `temperature` (a fraction of the start cost) to 1% of it over the steps.
       const double t = temperature * start_cost * std::pow(0.01, static_cast<double>(done) / static_cast<double>(steps));
-      if (delta <= 0 || (t > 0 && uniform_unit(rng) < std::exp(-delta / t))) {
-        current = cost;
+      // The Metropolis rule, decided as soon as the replay can tell (see Metropolis).
+      const std::optional<double> cost = metropolis.judge(state, units.ops(u), to, current, t);
+      if (cost) {
+        current = *cost;
         ++accepted;
-        if (cost < best) {
-          best = cost;
+        if (*cost < best) {
+          best = *cost;
           best_placement.assign(state.placement().begin(), state.placement().end());
           ++improved;
         }
       } else {
-        state.undo();  // exact, with no second replay
+        state.undo();  // exact, with no second replay, also after a replay stopped early
       }
       if (curve) {
         curve_best.push_back(best);
@@ -100,6 +141,7 @@ class AnnealingPlacer final : public Placer {
     }
     nlohmann::json info = {{"start", start_name},  {"start_cost_s", start_cost}, {"best_cost_s", best},
                            {"steps", done},         {"accepted", accepted},      {"improvements", improved},
+                           {"stopped_early", metropolis.stopped},
                            {"simulations", done + static_cast<int64_t>(kStarts.size())}};
     if (curve) {
       info["curve_best_cost_s"] = curve_best;

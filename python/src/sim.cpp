@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <climits>
 #include <fstream>
+#include <limits>
+#include <optional>
 #include <random>
 #include <span>
 
@@ -168,6 +170,14 @@ std::vector<graphs::OpId> move_ops(const sim::IncrementalSimulator& inc, const s
     out.push_back(static_cast<graphs::OpId>(op));
   }
   return out;
+}
+
+// A move's simulate() dict, or None when it stopped at its limit.
+py::object result_or_none(const sim::SimResult* r) { return r ? py::object(result_dict(*r)) : py::object(py::none()); }
+
+py::object move_within(sim::IncrementalSimulator& inc, const std::vector<graphs::OpId>& ops, int64_t device,
+                       std::optional<double> limit) {
+  return result_or_none(inc.move_within(ops, static_cast<int32_t>(device), limit.value_or(std::numeric_limits<double>::infinity())));
 }
 
 }  // namespace
@@ -439,7 +449,8 @@ void init_sim(py::module_& m) {
       .def_property_readonly("last_replayed_fraction", &sim::IncrementalSimulator::last_replayed_fraction,
                              "Fraction of a full run's events the last move replayed.")
       // Sequences take the group move; anything else (an int, a numpy integer) the single one.
-      .def("move", [](sim::IncrementalSimulator& inc, const py::sequence& ops_arg, const IntArg& device_arg) {
+      .def("move", [](sim::IncrementalSimulator& inc, const py::sequence& ops_arg, const IntArg& device_arg,
+                      std::optional<double> limit) {
         const auto device = int_arg<int64_t>(device_arg, "device");
         std::vector<int64_t> ops;
         if (py::hasattr(ops_arg, "ndim") && py::cast<int64_t>(ops_arg.attr("ndim")) == 0) {  // a numpy scalar array: one op
@@ -448,13 +459,22 @@ void init_sim(py::module_& m) {
           const std::vector<int32_t> ops32 = to_int32_vector(ops_arg, "ops");
           ops.assign(ops32.begin(), ops32.end());
         }
-        return result_dict(inc.move(move_ops(inc, ops, device), static_cast<int32_t>(device)));
-      }, py::arg("ops"), py::arg("device"),
-         "Moves every op of `ops` (a colocation group) to `device`, re-simulating once; returns the simulate() dict.")
-      .def("move", [](sim::IncrementalSimulator& inc, const IntArg& op_arg, const IntArg& device_arg) {
+        return move_within(inc, move_ops(inc, ops, device), device, limit);
+      }, py::arg("ops"), py::arg("device"), py::arg("limit") = py::none(),
+         "Moves every op of `ops` (a colocation group) to `device`, re-simulating once; returns the simulate() dict. "
+         "With `limit` (seconds), returns None instead as soon as the new step time is sure to exceed it (the replay "
+         "stops there); resume() or undo() must follow then.")
+      .def("move", [](sim::IncrementalSimulator& inc, const IntArg& op_arg, const IntArg& device_arg,
+                      std::optional<double> limit) {
         const auto op = int_arg<int64_t>(op_arg, "op"), device = int_arg<int64_t>(device_arg, "device");
-        return result_dict(inc.move(move_ops(inc, {op}, device), static_cast<int32_t>(device)));
-      }, py::arg("op"), py::arg("device"), "Moves `op` to `device` and returns the new simulate() dict.")
+        return move_within(inc, move_ops(inc, {op}, device), device, limit);
+      }, py::arg("op"), py::arg("device"), py::arg("limit") = py::none(),
+         "Moves `op` to `device` and returns the new simulate() dict; `limit` as for a group move.")
+      .def("resume", [](sim::IncrementalSimulator& inc, std::optional<double> limit) {
+        return result_or_none(inc.resume(limit.value_or(std::numeric_limits<double>::infinity())));
+      }, py::arg("limit") = py::none(),
+         "Continues the move that stopped at its limit, up to a new `limit` (None: to the end); returns the simulate() "
+         "dict, or None when it stops again. Raises ValueError when no move stopped.")
       .def("undo", [](sim::IncrementalSimulator& inc) { return result_dict(inc.undo()); },
            "Reverts the last move exactly, without simulating (a rejected local-search move costs one replay, not "
            "two); returns the simulate() dict. Raises ValueError when there is nothing to revert.");

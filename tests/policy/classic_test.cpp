@@ -155,6 +155,29 @@ TEST_CASE("policy::annealing: never worse than its start, and it searches", "[po
   CHECK_THROWS_WITH(run_placer("annealing", s, 1, {{"steps", -1}}), Catch::Contains("steps"));
 }
 
+TEST_CASE("policy::annealing: stopping rejected replays early changes nothing but the time", "[policy]") {
+  // At several temperatures (uphill moves accepted often, rarely, never) and on an out-of-memory cluster
+  // (the cost is then more than the step time the stop looks at).
+  const graphs::Graph g = graphs::expand_training(graphs::zoo::make_model("random_dag", {{"ops", 120}}));
+  int64_t stopped = 0;
+  for (const auto& [preset, temperature] : std::vector<std::pair<const char*, double>>{
+           {"v100-nvlink-4", 0.02}, {"v100-nvlink-4", 0.002}, {"v100-nvlink-4", 0.0}, {"k80-8", 0.01}}) {
+    const sim::Cluster c = sim::make_preset(preset);
+    sim::Simulator s(g, c);
+    const nlohmann::json options = {{"steps", 300}, {"temperature", temperature}};
+    nlohmann::json full_options = options;
+    full_options["stop_early"] = false;
+    const policy::PlaceResult early = run_placer("annealing", s, 5, options);
+    const policy::PlaceResult full = run_placer("annealing", s, 5, full_options);
+    CHECK(early.device_of == full.device_of);
+    for (const char* key : {"best_cost_s", "accepted", "improvements", "steps"}) CHECK(early.info[key] == full.info[key]);
+    CHECK(full.info["stopped_early"] == 0);
+    CHECK(early.info["stopped_early"].get<int64_t>() <= 300 - early.info["accepted"].get<int64_t>());
+    stopped += early.info["stopped_early"].get<int64_t>();
+  }
+  CHECK(stopped > 0);  // the stop happens
+}
+
 TEST_CASE("policy::human_expert: the papers' rules per zoo model", "[policy]") {
   const sim::Cluster c = sim::make_preset("v100-nvlink-4");
   SECTION("GNMT layer-wise, attention on the last GPU, softmax slices over all; training ops follow") {

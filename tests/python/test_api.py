@@ -368,6 +368,32 @@ def test_incremental_moves_equal_full_runs(simulator):
         inc.undo()
 
 
+def test_incremental_move_within_a_limit(simulator):
+    p = simulator.random_placement(seed=12)
+    inc = placelab.IncrementalSimulator(simulator, p)
+    before = inc.result
+    q = p.copy()
+    q[[2, 3]] = (p[2] + 1) % simulator.num_devices
+    full = simulator.simulate(q)
+    # Under a limit far below the new step time the replay stops: None, and the last result stays.
+    assert inc.move([2, 3], int(q[2]), limit=full["step_time_s"] / 10) is None
+    assert inc.result["step_time_s"] == before["step_time_s"]
+    with pytest.raises(ValueError, match="resume"):
+        inc.move(4, 0)
+    assert inc.resume(full["step_time_s"] / 10) is None  # the same limit stops again
+    r = inc.resume()  # no limit: to the end, equal to a full run
+    for key, value in full.items():
+        assert np.array_equal(r[key], value), key
+    with pytest.raises(ValueError, match="no move stopped"):
+        inc.resume()
+    # A stopped move is undone like any other; a limit above the step time changes nothing.
+    assert inc.move(5, (int(q[5]) + 1) % simulator.num_devices, limit=0.0) is None
+    assert inc.undo()["step_time_s"] == full["step_time_s"]
+    assert np.array_equal(inc.placement, q)
+    r = inc.move(5, (int(q[5]) + 1) % simulator.num_devices, limit=float("inf"))
+    assert r is not None and r["step_time_s"] == inc.result["step_time_s"]
+
+
 def test_profile_cost_model(graph, cluster):
     kind, op_type = cluster.device_kinds[0], graph.op_types[1]
     profile = {"format": "placelab.profile", "version": 1,

@@ -494,6 +494,14 @@ def incremental_cases():
         ("inc-many-undo", mk + "for d in (0, 1, 2, 1):\n    inc.move(2, d)\nfor _ in range(4):\n    inc.undo()\n"
          "assert (inc.placement == P).all()\ninc.undo()", "raise"),
         ("inc-sim-none", "pl.IncrementalSimulator(None, P)", "raise"),
+        ("inc-limit-nan", mk + "inc.move(0, 1 - int(P[0]), limit=float('nan'))", "raise"),
+        ("inc-limit-str", mk + "inc.move(0, 1 - int(P[0]), limit='1')", "raise"),
+        ("inc-nan-keeps-state", mk + "try:\n    inc.move([0, 1], 1, limit=float('nan'))\nexcept ValueError:\n    pass\n"
+         "assert (inc.placement == P).all() and inc.result['step_time_s'] == BASE", "any"),
+        ("inc-resume-fresh", mk + "inc.resume()", "raise"),
+        ("inc-stopped-then-move", mk + "inc.move(0, 1 - int(P[0]), limit=0.0)\ninc.move(1, 0)", "raise"),
+        ("inc-stopped-undo", mk + "inc.move(0, 1 - int(P[0]), limit=0.0)\ninc.undo()\n"
+         "assert (inc.placement == P).all() and inc.result['step_time_s'] == BASE", "any"),
     ]
     return cases
 

@@ -7,8 +7,11 @@
 #include <string>
 #include <vector>
 
+#include <catch2/catch.hpp>
+
 #include "graphs/graph.h"
 #include "sim/cluster.h"
+#include "sim/engine.h"
 
 namespace placelab::sim::testing {
 
@@ -81,6 +84,18 @@ inline graphs::Graph placeto_example_graph() {
   b.add_edge(0, 3, 76000);
   b.add_edge(3, 4, 76000);
   return std::move(b).build();
+}
+
+// Every fact of two results is equal, bit for bit.
+inline void require_same(const SimResult& r, const SimResult& full) {
+  REQUIRE(r.step_time_s == full.step_time_s);
+  REQUIRE(r.critical_path_s == full.critical_path_s);
+  REQUIRE(r.device_busy_s == full.device_busy_s);
+  REQUIRE(r.device_peak_bytes == full.device_peak_bytes);
+  REQUIRE(r.link_busy_s == full.link_busy_s);
+  REQUIRE(r.link_bytes == full.link_bytes);
+  REQUIRE(r.total_bytes_moved == full.total_bytes_moved);
+  REQUIRE(r.num_transfers == full.num_transfers);
 }
 
 }  // namespace placelab::sim::testing
