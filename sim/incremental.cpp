@@ -76,9 +76,10 @@ void IncrementalSimulator::sum_work() {
 }
 
 void IncrementalSimulator::sum_tail() {
-  // The same for every placement, so that moves need not update it: each op on its fastest device and
-  // transfers taking no time (the ops may end up on one device). A path through a move's ops is weaker
-  // for it, but the bound is exact wherever the moves do not matter.
+  // The same for every placement, so that moves need not update it: each op at its fastest device's time
+  // and transfers free (any two ops may share a device). Computed for the placement at hand (transfers on
+  // an idle network) it stops far earlier on some graphs, but a pass over the graph per move costs more
+  // than it saves on large ones (bench/results/sim.md, "Session 30").
   const Simulator& sim = *sim_;
   const int32_t D = sim.num_devices();
   std::vector<double> fastest(sim.num_ops());

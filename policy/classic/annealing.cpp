@@ -43,15 +43,17 @@ struct Metropolis {
     constexpr double kNever = std::numeric_limits<double>::infinity();
     const sim::SimResult* r = state.move_within(ops, to, stop_early ? current : kNever);
     double u = -1;  // not drawn yet
-    if (!r) {
-      if (!(t > 0)) return ++stopped, std::nullopt;  // worse, and no uphill moves at zero temperature
+    if (!r && t > 0) {  // worse: the draw is due
       u = uniform_unit(*rng);
       // The least cost found to be rejected; every higher one is too (exp is monotone). u = 0: none.
       double limit = current - t * std::log(u);
       while (std::isfinite(limit) && u < std::exp(-(limit - current) / t))
         limit = std::nextafter(limit + limit * 1e-12, kNever);
       r = state.resume(limit);
-      if (!r) return ++stopped, std::nullopt;
+    }
+    if (!r) {  // worse, and past the draw's cost (or no uphill moves at zero temperature)
+      ++stopped;
+      return std::nullopt;
     }
     const double cost = cost_of(*r, *cluster);
     if (cost - current <= 0) return cost;
