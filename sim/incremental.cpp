@@ -89,13 +89,8 @@ void IncrementalSimulator::sum_tail() {
   }
   tail_.assign(sim.num_ops(), 0.0);
   const auto topo = sim.graph().topo_order();
-  for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
-    const Simulator::OpInfo& info = sim.info_[*it];
-    for (int32_t k = info.out_begin; k < info.out_end; ++k) {
-      const graphs::OpId w = sim.out_[k].dst;
-      tail_[*it] = std::max(tail_[*it], fastest[w] + tail_[w]);
-    }
-  }
+  for (auto it = topo.rbegin(); it != topo.rend(); ++it)
+    for (graphs::OpId w : sim.graph().successors(*it)) tail_[*it] = std::max(tail_[*it], fastest[w] + tail_[w]);
 }
 
 const SimResult* IncrementalSimulator::run_to(double limit_s, bool fresh) {

@@ -175,9 +175,12 @@ std::vector<graphs::OpId> move_ops(const sim::IncrementalSimulator& inc, const s
 // A move's simulate() dict, or None when it stopped at its limit.
 py::object result_or_none(const sim::SimResult* r) { return r ? py::object(result_dict(*r)) : py::object(py::none()); }
 
+// A limit in seconds; None: no limit.
+double limit_s(std::optional<double> limit) { return limit.value_or(std::numeric_limits<double>::infinity()); }
+
 py::object move_within(sim::IncrementalSimulator& inc, const std::vector<graphs::OpId>& ops, int64_t device,
                        std::optional<double> limit) {
-  return result_or_none(inc.move_within(ops, static_cast<int32_t>(device), limit.value_or(std::numeric_limits<double>::infinity())));
+  return result_or_none(inc.move_within(ops, static_cast<int32_t>(device), limit_s(limit)));
 }
 
 }  // namespace
@@ -471,7 +474,7 @@ void init_sim(py::module_& m) {
       }, py::arg("op"), py::arg("device"), py::arg("limit") = py::none(),
          "Moves `op` to `device` and returns the new simulate() dict; `limit` as for a group move.")
       .def("resume", [](sim::IncrementalSimulator& inc, std::optional<double> limit) {
-        return result_or_none(inc.resume(limit.value_or(std::numeric_limits<double>::infinity())));
+        return result_or_none(inc.resume(limit_s(limit)));
       }, py::arg("limit") = py::none(),
          "Continues the move that stopped at its limit, up to a new `limit` (None: to the end); returns the simulate() "
          "dict, or None when it stops again. Raises ValueError when no move stopped.")
