@@ -50,7 +50,7 @@ OpClass op_class_of_type(std::string_view type) {
   if (contains_any(s, {"concat", "cat", "split", "chunk", "reshape", "view", "flatten", "transpose", "permute",
                        "gather", "scatter", "pad", "slice", "stack", "pack", "squeeze", "expand", "repeat", "tile",
                        "copy", "identity", "placeholder", "const", "variable", "input", "output", "embedding", "shift",
-                       "getitem", "getattr", "contiguous", "index", "select", "narrow", "roll"}))
+                       "getitem", "getattr", "contiguous", "index", "select", "narrow", "roll", "dispatch"}))
     return OpClass::movement;
   if (contains_any(s, {"softmax", "norm", "mean", "sum", "pool", "reduce", "loss", "entropy", "max", "min", "topk",
                        "var", "std", "prod"}))

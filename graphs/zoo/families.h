@@ -57,6 +57,10 @@ class Rng {
 Graph build_resnet50(const Args& args);
 Graph build_inception_v3(const Args& args);
 Graph build_wavenet(const Args& args);
+// decoder.cpp
+Graph build_gpt(const Args& args);
+Graph build_llama(const Args& args);  // and mixtral
+Graph build_vit(const Args& args);
 // nas.cpp
 Graph build_nasnet(const Args& args);
 Graph build_amoebanet(const Args& args);

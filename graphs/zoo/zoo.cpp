@@ -57,6 +57,28 @@ ParamSpec image_size(double value, double min) {
   return integer("image_size", value, min, 2048, "height and width of the input images");
 }
 ParamSpec classes(double value) { return integer("classes", value, 1, 1000000, "output classes"); }
+// Today's transformers: long contexts, deep stacks (1M-op graphs for scaling studies), experts and shards.
+constexpr double kMaxContext = 131072, kMaxLayers = 16384;
+ParamSpec ffn(double value) {
+  return integer("ffn", value, 0, 1 << 20, "units of the feed-forward layer (0: 4 x hidden)");
+}
+ParamSpec kv_heads(double value) {
+  return integer("kv_heads", value, 0, 256,
+                 "key/value heads (grouped-query attention; must divide heads; 0: as many as heads)");
+}
+ParamSpec experts(double value) {
+  return integer("experts", value, 0, 4096, "experts of a mixture-of-experts feed-forward (0: dense)");
+}
+ParamSpec top_k(double value) { return integer("top_k", value, 1, 64, "experts each token is routed to"); }
+ParamSpec moe_every() {
+  return integer("moe_every", 1, 1, 1024, "every this many layers has experts, the others are dense (Switch: 2)");
+}
+ParamSpec shards() {
+  return integer("shards", 1, 1, 256, "tensor-parallel shards of each attention and dense feed-forward sublayer");
+}
+ParamSpec flash(double value) {
+  return integer("flash", value, 0, 1, "1: attention as one fused op that never holds the T x T scores");
+}
 ParamSpec cells(double value) { return integer("cells", value, 1, 32, "normal cells per stage (N)"); }
 ParamSpec filters(double value) { return integer("filters", value, 4, 4096, "filters of the first stage's cells (F)"); }
 ParamSpec stem_filters(double value) {
@@ -123,6 +145,29 @@ const std::vector<Generator>& generators() {
        "NMT variants (Placeto's family): layers, steps, hidden size and attention chosen by the seed",
        {seed(), batch(64), vocab(32000)},
        build_nmt},
+      {"gpt",
+       "GPT decoder (Radford et al. 2019; Brown et al. 2020): pre-norm, GELU MLP, learned positions, LM head tied "
+       "to the token embedding; optional mixture-of-experts layers (Switch); defaults are GPT-2 small",
+       {batch(1), seq_len(1024, kMaxContext), layers(12, kMaxLayers, "decoder layers"), hidden(768), heads(12),
+        ffn(0), vocab(50257), experts(0), top_k(1), moe_every(), shards(), flash(0)},
+       build_gpt},
+      {"llama",
+       "Llama decoder (Touvron et al. 2023): RMSNorm, SwiGLU, rotary positions, grouped-query attention, untied "
+       "head; optional mixture-of-experts layers; defaults are Llama-2-7B",
+       {batch(1), seq_len(4096, kMaxContext), layers(32, kMaxLayers, "decoder layers"), hidden(4096), heads(32),
+        kv_heads(0), ffn(11008), vocab(32000), experts(0), top_k(2), moe_every(), shards(), flash(1)},
+       build_llama},
+      {"mixtral",
+       "Mixtral (Jiang et al. 2024): the Llama decoder with a mixture of SwiGLU experts in every layer; defaults "
+       "are Mixtral 8x7B",
+       {batch(1), seq_len(4096, kMaxContext), layers(32, kMaxLayers, "decoder layers"), hidden(4096), heads(32),
+        kv_heads(8), ffn(14336), vocab(32000), experts(8), top_k(2), moe_every(), shards(), flash(1)},
+       build_llama},
+      {"vit",
+       "Vision Transformer (Dosovitskiy et al. 2021) classifier; defaults are ViT-B/16 at 224x224",
+       {batch(1), image_size(224, 16), integer("patch", 16, 1, 1024, "patch size in pixels (must divide image_size)"),
+        layers(12, kMaxLayers, "encoder layers"), hidden(768), heads(12), ffn(3072), classes(1000), shards()},
+       build_vit},
       {"random_dag",
        "Seeded layered random DAG with log-uniform costs",
        {seed(), integer("ops", 1000, 1, 1000000, "ops"), integer("width", 16, 1, 100000, "ops per layer"),

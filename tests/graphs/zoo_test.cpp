@@ -93,7 +93,7 @@ TEST_CASE("graphs::zoo: published parameter and multiply-add counts, within 3%",
 }
 
 TEST_CASE("graphs::zoo: every model builds a valid forward graph with its defaults", "[graphs]") {
-  REQUIRE(zoo::models().size() == 13);
+  REQUIRE(zoo::models().size() == 17);
   for (const zoo::ModelInfo& info : zoo::models()) {
     INFO("model " << info.name);
     CHECK(&zoo::model_info(info.name) == &info);
