@@ -13,19 +13,21 @@ per graph (pooling graphs of different sizes flatters rank correlation) MAPE, p9
 the pairs ordered correctly when measured more than 5% apart, and whether the simulator's pick is within
 5% of the measured best. Of torchvision's models only resnet18, vgg11, mobilenet_v2 and alexnet may ever
 be used for fitting or tuning (none is: the fit is on micro-benchmarks); the others here are held-out
-checks. Writes fidelity_table.md, fidelity.json and a scatter plot (fidelity.png) into --out-dir
-(bench/results by default, a temporary folder with --quick); bench/results/fidelity.md is the
-hand-written reading of those.
+checks. Writes fidelity_table.md, fidelity.json.gz (every row and the calibration, gzip-compressed: a full
+run's is 1.4 MB as text) and a scatter plot (fidelity.png) into --out-dir (bench/results by default, a
+temporary folder with --quick); bench/results/fidelity.md is the hand-written reading of those.
+--rescore and --replot read a fidelity.json, compressed or not.
 
     /usr/bin/python3 bench/fidelity.py --bin build/release/cli/placelab          # full run, minutes
     /usr/bin/python3 bench/fidelity.py --quick --bin build/dev/cli/placelab --out-dir /tmp/f   # seconds
-    /usr/bin/python3 bench/fidelity.py --rescore bench/results/fidelity.json --out-dir /tmp/f  # new model, old runs
+    /usr/bin/python3 bench/fidelity.py --rescore bench/results/fidelity.json.gz --out-dir /tmp/f  # new model, old runs
 
 Learned placers are in the mix: `gdp` (the pre-trained policy, zero-shot) and `hdp` (100 training steps
 on each graph against the simulator of the calibrated cluster, its default).
 """
 import argparse
 import datetime
+import gzip
 import json
 import math
 import os
@@ -59,6 +61,13 @@ GRAPHS = [
 QUICK_GRAPHS = [("bert-tiny", "bert:batch=1,seq_len=8,layers=1,hidden=32,heads=2,vocab=100")]
 PLACERS = ["heft", "metis", "scotch", "round_robin", "m_etf", "m_topo", "m_sct", "single_device",
            "human_expert", "gdp", "hdp"]
+
+
+def load_json(path):
+    """A JSON document, gzip-compressed or not (told by its first bytes, not its name)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    return json.loads(gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data)
 
 
 def run(bin_path, *args, timeout=600):
@@ -416,8 +425,7 @@ def main():
         print(f"fidelity: writing to {args.out_dir}", file=sys.stderr)
     os.makedirs(args.out_dir, exist_ok=True)
     if args.replot:
-        with open(args.replot) as f:
-            rows = json.load(f)["rows"]
+        rows = load_json(args.replot)["rows"]
         by_graph = {}
         for r in rows:
             by_graph.setdefault(r["graph"], []).append(r)
@@ -426,8 +434,7 @@ def main():
     started = time.time()
     load_before = os.getloadavg()
     if args.rescore:
-        with open(args.rescore) as f:
-            original = json.load(f)
+        original = load_json(args.rescore)
         with tempfile.TemporaryDirectory() as tmp:
             rows_by_graph, calibration = rescore(args, original, tmp)
         extra = {"rescored_from": {k: original.get(k) for k in ("command", "commit", "date", "machine",
@@ -468,7 +475,7 @@ def main():
 
 
 def report(args, here, rows_by_graph, calibration, load_before, started, extra):
-    """Writes fidelity.json, fidelity_table.md and fidelity.png into args.out_dir and prints the table."""
+    """Writes fidelity.json.gz, fidelity_table.md and fidelity.png into args.out_dir and prints the table."""
     load_after = os.getloadavg()
     all_rows = [r for rows in rows_by_graph.values() for r in rows]
     per_graph = {name: metrics(rows) for name, rows in rows_by_graph.items()}
@@ -492,8 +499,9 @@ def report(args, here, rows_by_graph, calibration, load_before, started, extra):
               "per_graph_fastest_run": per_graph_fastest, "pooled_fastest_run": pooled_fastest,
               "per_graph_roofline_only": per_graph_roofline,
               "mape_by_kind": {k: sum(v) / len(v) for k, v in by_kind.items()}, "rows": all_rows}
-    with open(os.path.join(args.out_dir, "fidelity.json"), "w") as f:
-        json.dump(result, f, indent=1)
+    # mtime 0: the same result gives the same bytes, so a record changes in git only where its figures do
+    with gzip.GzipFile(os.path.join(args.out_dir, "fidelity.json.gz"), "wb", mtime=0) as f:
+        f.write(json.dumps(result, indent=1).encode())
     scatter(rows_by_graph, os.path.join(args.out_dir, "fidelity.png"))
     lines = ["| graph | placements | measured spread | noise | rounds' Spearman | MAPE | p95 error | Spearman | Kendall | "
              "pairs ordered (pairs >5% apart) | sim's best within 5% of measured best |",

@@ -1,10 +1,11 @@
 #!/usr/bin/python3
-"""bench/fidelity.py --rescore on the quick run's fidelity.json (ctest: bench_fidelity_rescore): refitting the same
+"""bench/fidelity.py --rescore on the quick run's fidelity.json.gz (ctest: bench_fidelity_rescore): refitting the same
 calibration points and simulating the same placements with the same code must give the replay's predictions back,
 and the report must say which run it rescored.
 
     check_fidelity_rescore.py FIDELITY_PY PLACELAB_BIN QUICK_OUT_DIR
 """
+import gzip
 import json
 import os
 import subprocess
@@ -12,13 +13,21 @@ import sys
 import tempfile
 
 fidelity_py, binary, quick_dir = sys.argv[1:4]
-with open(os.path.join(quick_dir, "fidelity.json")) as f:
+with gzip.open(os.path.join(quick_dir, "fidelity.json.gz")) as f:
     original = json.load(f)
 with tempfile.TemporaryDirectory() as out:
-    subprocess.run([sys.executable, fidelity_py, "--rescore", os.path.join(quick_dir, "fidelity.json"), "--bin", binary,
-                    "--out-dir", out], check=True, stdout=subprocess.DEVNULL)
-    with open(os.path.join(out, "fidelity.json")) as f:
-        rescored = json.load(f)
+    # The record as the repository stores it (compressed) and as text: --rescore reads both.
+    plain = os.path.join(out, "plain.json")
+    with open(plain, "w") as f:
+        json.dump(original, f)
+    rescored = []
+    for source in (os.path.join(quick_dir, "fidelity.json.gz"), plain):
+        subprocess.run([sys.executable, fidelity_py, "--rescore", source, "--bin", binary, "--out-dir", out],
+                       check=True, stdout=subprocess.DEVNULL)
+        with gzip.open(os.path.join(out, "fidelity.json.gz")) as f:
+            rescored.append(json.load(f))
+assert rescored[0]["rows"] == rescored[1]["rows"]
+rescored = rescored[0]
 assert rescored["rescored_from"]["command"] == original["command"], rescored["rescored_from"]
 assert len(rescored["rows"]) == len(original["rows"]) > 0
 for a, b in zip(original["rows"], rescored["rows"]):
