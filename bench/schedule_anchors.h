@@ -226,7 +226,7 @@ class ScheduleOnly {
 // order like (time, ends before wake-ups). The least (key, index) is found by a tournament of integer
 // comparisons and conditional moves, ties to the lower index: a dependency chain of a few cycles per
 // level, against ~25 cycles for the engine's floating-point scan (sim::detail::scan_next), and the next
-// event waits on it (bench/results/sim.md, "Session 28").
+// event waits on it (bench/results/sim.md, "What changed over issue 31").
 inline uint64_t event_key(double time_s, int32_t kind) {
   return std::bit_cast<uint64_t>(time_s) << 1 | static_cast<uint64_t>(kind == sim::detail::kWake);
 }
@@ -255,10 +255,11 @@ inline Least least_key(const uint64_t* key, int32_t first = 0) {
 // the transfer's duration beside the first edge to each device), a +inf sentinel in every empty ready
 // heap, the next event by a tournament over integer keys (least_key), routes padded to their longest
 // (reading a channel that is always free, writing one nobody reads) and unrolled by a template on that
-// length. Checked against the engine like ScheduleOnly; bench/results/sim_history.md ("Session 21") has
-// what each step gained. run_with_memory adds the engine's memory accounting, its design included (dated
-// changes in one radix heap, sim::detail::MemQueue), so that what exact peaks cost in this loop is
-// measured beside the engine: bench/results/sim.md, "Session 29".
+// length. Checked against the engine like ScheduleOnly; what each step gained is in the log of 2026-11-27
+// (git show 88a5381:bench/results/sim_history.md, "Session 21"). run_with_memory adds the engine's memory
+// accounting, its design included (dated changes in one radix heap, sim::detail::MemQueue), so that what
+// exact peaks cost in this loop is measured beside the engine: bench/results/sim.md, "What bounds issue
+// 31's targets".
 class ScheduleLean {
  public:
   explicit ScheduleLean(const sim::Simulator& sim) : n_(sim.num_ops()), D_(sim.num_devices()) {
