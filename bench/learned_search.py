@@ -18,6 +18,7 @@ QUICK_MODELS = ["rnnlm:layers=2,steps=4,training=1"]
 # more (rl::evaluate), and the 16 samples of place(), which fine-tuning also runs. Kept out of its budget.
 PLACE_SIMULATIONS = 20
 ANNEALING_STARTS = 6  # the heuristics annealing starts from, each simulated once
+SUMMARY_KEY = ("model", "GPUs", "budget")  # what identifies a row across the per-model runs
 
 
 def rows_spec(budget: int) -> list[tuple[str, str, dict]]:
@@ -63,14 +64,18 @@ def plot(report: paperlib.Report, curves: dict) -> None:
     plt.close(fig)
 
 
-def summarize(folder: str) -> str:
-    """Geometric means over every learned_search_*_0.csv in `folder` (per-model runs, merged by configuration as
-    gdp_suite_summary.read_rows does), written to summary.md."""
+def summarize(folder: str, merge: bool = False) -> str:
+    """Geometric means over the per-model runs of `folder` (learned_search_merged.json, then every
+    learned_search_*_0.csv on top, merged by configuration as gdp_suite_summary.merged_cells does), written to
+    summary.md; with `merge`, the CSVs are first folded into learned_search_merged.json."""
     import gdp_suite_summary
 
-    rows = gdp_suite_summary.read_rows(folder, "0", "learned_search", ("model", "GPUs", "budget"))
+    if merge:
+        path, folded = gdp_suite_summary.merge(folder, ("0",), "learned_search", SUMMARY_KEY)
+        print(f"learned_search: {len(folded)} runs folded into {path}; their files can go (git keeps them)")
+    rows = gdp_suite_summary.read_rows(folder, "0", "learned_search", SUMMARY_KEY)
     if not rows:
-        raise SystemExit(f"learned_search: no learned_search_*_0.csv in {folder}")
+        raise SystemExit(f"learned_search: no learned_search_merged.json or learned_search_*_0.csv in {folder}")
     lines = [f"Aggregated by `bench/learned_search.py --summarize` over {len(rows)} (model, GPUs, budget) rows of "
              f"{len({r['model'] for r in rows})} models: geometric mean of GDP's step time over annealing's, where "
              "both fit in memory (negative: GDP faster), and of the wall times. Budgets in simulations: GDP's, then "
@@ -99,6 +104,12 @@ def summarize(folder: str) -> str:
             lines.append(f"| {column} against annealing | {mine if mine == theirs else f'{mine} vs {theirs}'} | "
                          f"{len(times)} | {'-' if g != g else f'{100 * (g - 1):+.1f}%'} | "
                          f"{'-' if not walls else f'{gdp_suite_summary.geomean(walls):.1f}x'} |")
+    lines += ["", "## Every configuration", "", "Cells: step time ('(OOM)': does not fit in memory), wall time of the "
+              "whole placement, simulations used; '-': not run.", ""]
+    lines += gdp_suite_summary.cells_table(sorted(rows, key=lambda r: (r["model"], int(r["GPUs"]), int(r["budget"]))),
+                                           SUMMARY_KEY, [c for c, _, _ in rows_spec(0)])
+    lines += ["", "## Runs", "", "The runs each cell came from:", ""]
+    lines += gdp_suite_summary.runs_table(folder, ("0",), "learned_search", SUMMARY_KEY)
     text = "\n".join(lines) + "\n"
     with open(os.path.join(folder, "summary.md"), "w") as f:
         f.write(text)
@@ -115,10 +126,12 @@ def main(argv=None) -> str:
         parser.add_argument("--curves", default="4", help="GPU counts whose learning curves are plotted (default 4)")
         parser.add_argument("--name", default="learned_search", help="results file stem (default learned_search)")
         parser.add_argument("--summarize", metavar="DIR", help="only aggregate the per-model runs in DIR")
+        parser.add_argument("--merge", action="store_true", help="with --summarize: first fold DIR's per-run CSVs "
+                                                                 "into learned_search_merged.json")
 
     args = paperlib.parse_args(__doc__.splitlines()[0], argv, extra)
     if args.summarize:
-        return summarize(args.summarize)
+        return summarize(args.summarize, args.merge)
     report = paperlib.Report(args.name, "Learned search against annealing at equal simulation budgets", args)
     budgets = [60] if args.quick else [int(b) for b in args.budgets.split(",")]
     models = QUICK_MODELS if args.quick else paperlib.select_models(

@@ -55,3 +55,46 @@ def test_summaries_merge_runs_of_some_columns_over_earlier_runs(tmp_path):
     rows = {r["GPUs"]: r for r in gdp_suite_summary.read_rows(str(tmp_path), "0")}
     assert rows["2"] == {"model": "m", "GPUs": "2", "expert": "9 ms", "GDP-one": ""}
     assert "| GDP-one against expert | 1 | 20.0% faster |" in gdp_suite_summary.summary(str(tmp_path))
+
+
+def test_a_merged_record_scores_as_its_runs_did_and_later_runs_land_on_top(tmp_path):
+    # bench/results keeps the runs' cells merged in <stem>_merged.json (gdp_suite_summary.py --merge) instead of
+    # every run's files: the summary must score the merged file as it scored the runs, and a run added afterwards
+    # must replace the cells it has, as it would have over the runs themselves.
+    import json
+    import os
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
+    import gdp_suite_summary as gss
+
+    runs, merged = tmp_path / "runs", tmp_path / "merged"
+    runs.mkdir()
+    (runs / "gdp_m_0.csv").write_text("model,GPUs,expert,GDP-one,Placeto\nm,2,10 ms,12 ms,20 ms\nm,4,10 ms,11 ms,19 ms\n")
+    (runs / "gdp_m_1.csv").write_text('model,GPUs,GDP-one\nm,2,"1 s, within 1% at step 4 (40 sims)"\n')
+    (runs / "gdp_m_search_0.csv").write_text("model,GPUs,GDP-one,Placeto\nm,4,8 ms,\n")  # Placeto cleared at 4
+    (runs / "gdp_m_search.md").write_text("# t\n\nCommand: `paper_gdp.py --name gdp_m_search`  \nCommit abc, now.\n")
+    before = gss.summary(str(runs))
+    path, folded = gss.merge(str(runs), ("0", "1"), "gdp", gss.KEY)
+    assert folded == ["gdp_m", "gdp_m_search"]
+    merged.mkdir()
+    os.rename(path, merged / "gdp_merged.json")
+    doc = json.loads((merged / "gdp_merged.json").read_text())
+    at4 = next(e for e in doc["tables"]["0"] if e["cells"]["GPUs"] == "4")
+    assert at4["cells"] == {"model": "m", "GPUs": "4", "expert": "10 ms", "GDP-one": "8 ms"}  # no cleared cell
+    assert at4["from"] == {"expert": "gdp_m", "GDP-one": "gdp_m_search"}
+    assert doc["runs"]["gdp_m_search"] == {"command": "`paper_gdp.py --name gdp_m_search`", "made": "Commit abc, now."}
+    # The runs' files gone, the merged record alone: the same comparisons, and the runs named with their cells.
+    after = gss.summary(str(merged))
+    assert after.split("## Runs")[0] == before.split("## Runs")[0]
+    assert "| GDP-one against expert | 2 | 2.0% faster |" in after  # sqrt(12/10 * 8/10)
+    assert "| gdp_m_search | 1 | Commit abc, now. | `paper_gdp.py --name gdp_m_search` |" in after
+    # A later run lands on top of the merged record.
+    (merged / "gdp_m_rerun_0.csv").write_text("model,GPUs,expert\nm,2,12 ms\n")
+    rows = {r["GPUs"]: r for r in gss.read_rows(str(merged), "0")}
+    assert rows["2"]["expert"] == "12 ms" and rows["2"]["GDP-one"] == "12 ms" and rows["4"]["GDP-one"] == "8 ms"
+    (merged / "gdp_merged.json").write_text('{"format": "something else"}')
+    try:
+        gss.read_rows(str(merged), "0")
+        raise AssertionError("a file that is not a merged record was read")
+    except SystemExit as e:
+        assert "not a placelab.merged_runs file" in str(e)
