@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Runs every paper-reproduction script (bench/paper_*.py): `--quick` in seconds (what the tests run), or the
 full tables into bench/results/ with each script's own default budgets (the recorded tables state the
-exact commands they were made with, which docs/reproducing.md lists). `--only gdp,placeto` picks scripts.
+exact commands they were made with; bench/results/README.md lists every record, these five papers' and the
+other benches', with the command that regenerates it). `--only gdp,placeto` picks scripts.
 Under `mpirun -np N` the scripts spread over the ranks (one script per rank at a time, paperlib.sweep)."""
 
 from __future__ import annotations
