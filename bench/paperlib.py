@@ -296,11 +296,15 @@ GRAPH_CACHE = os.environ.get("PLACELAB_GRAPH_CACHE", os.path.join(tempfile.gette
 
 
 def importer_digest() -> str:
-    """The first 10 hex digits of the SHA-1 of placelab.torch_import's source."""
+    """The first 10 hex digits of the SHA-1 of placelab.torch_import's source (every file of the package)."""
     import hashlib
     import placelab.torch_import
-    with open(placelab.torch_import.__file__, "rb") as f:
-        return hashlib.sha1(f.read()).hexdigest()[:10]
+    digest = hashlib.sha1()
+    folder = os.path.dirname(placelab.torch_import.__file__)
+    for path in sorted(os.path.join(folder, n) for n in os.listdir(folder) if n.endswith(".py")):
+        with open(path, "rb") as f:
+            digest.update(f.read())
+    return digest.hexdigest()[:10]
 
 
 def torchvision_graph(spec: str):

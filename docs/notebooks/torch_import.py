@@ -1,8 +1,8 @@
 # %% [markdown]
 # # Import a PyTorch model and place it on a CPU + GPU host
 #
-# `placelab.from_torch` traces a module with torch.fx, evaluating every node on example inputs, and
-# builds a placelab Graph with FLOPs, bytes and parameter sizes per op. Here: torchvision's
+# `placelab.from_torch` records one run of a module on example inputs (every module call and torch
+# function that ran) and builds a placelab Graph with FLOPs, bytes and parameter sizes per op. Here: torchvision's
 # MobileNet-v2 (random weights: placement needs shapes, not trained values), one training step,
 # placed on a host with one CPU and one GPU (`cpu-gpu-1`). The questions: how much slower is the CPU
 # alone, and does any placer gain by using both?
@@ -22,9 +22,9 @@ from placelab import viz
 torch.manual_seed(0)
 
 # %% [markdown]
-# ## Trace the model
+# ## Record the model
 #
-# A batch of 2 images at 224x224 keeps the trace (which runs the model once on the CPU) to about a
+# A batch of 2 images at 224x224 keeps the recording (which runs the model once on the CPU) to about a
 # second. `import_torch` also reports the op types and any op without a FLOP formula (those keep a
 # bytes-only cost and are never dropped); `training=True` adds the backward and update ops.
 

@@ -507,3 +507,38 @@ def test_a_module_that_cannot_be_recorded_is_named_with_the_way_out():
                                          r"whole \(keep_whole=\['inner.1'\]\) or export the model to ONNX") as e:
         placelab.from_torch(HoldsFussy(), torch.randn(2, 4))
     assert "\n" not in str(e.value) and isinstance(e.value.__cause__, RuntimeError)
+
+
+@pytest.mark.parametrize("make, inputs, matmuls", [
+    # proj_size: each step adds the projection of h (4 -> its own MatMul); 2 directions x 3 steps x 2 products
+    (lambda: torch.nn.LSTM(8, 16, proj_size=4, bidirectional=True), lambda: (torch.randn(3, 2, 8),), 12),
+    (lambda: torch.nn.GRUCell(8, 16), lambda: (torch.randn(2, 8),), 2),
+    (lambda: torch.nn.RNNCell(8, 16, nonlinearity="relu"), lambda: (torch.randn(8),), 1),
+    (lambda: torch.nn.RNN(8, 16, num_layers=2, bias=False), lambda: (torch.randn(3, 2, 8),), 6),
+])
+def test_recurrent_variants_hold_their_weights_once(make, inputs, matmuls):
+    torch.manual_seed(0)
+    m = make()
+    g, info = placelab.import_torch(m, inputs())
+    assert info["unsupported"] == {} and info["op_types"]["MatMul"] == matmuls
+    assert g.param_bytes.sum() == 4 * n_params(m)
+    assert all(g.op_types[i] == "Variable" for i in np.flatnonzero(g.param_bytes))
+
+
+class Packed(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = torch.nn.GRU(8, 16, batch_first=True)
+
+    def forward(self, x, lengths):
+        out, h = self.rnn(torch.nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True))
+        return h[-1]
+
+
+def test_packed_sequences_step_with_their_batch_sizes():
+    g, info = placelab.import_torch(Packed(), (torch.randn(3, 4, 8), torch.tensor([4, 2, 1])))
+    assert info["unsupported"] == {}
+    steps = step_ops(g, "rnn/layer0")
+    # sequences of lengths 4, 2, 1: 3 rows at step 0, 2 at step 1, then 1
+    assert [g.gemm[steps[t]["input_matmul"]][1] for t in range(4)] == [3, 2, 1, 1]
+    assert g.find_op("pack_padded_sequence") in g.predecessors(steps[0]["input_matmul"])

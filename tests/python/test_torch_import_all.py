@@ -4,8 +4,8 @@
 #
 # Per model: it imports with no op left without a FLOP formula and no tensor of unknown origin; parameter bytes are
 # exactly torch's parameters x 4 plus its buffers; the FLOPs equal torch.fx's import of the same model wherever
-# torch.fx can trace it and knows every op (all but the ViTs, which it cannot trace, and the Swins, whose attention
-# it keeps as one function without a formula), and for 15 models the multiply-adds of the convolutions,
+# torch.fx can trace it and knows every op (elsewhere at least those: torch.fx cannot trace the ViTs, and keeps Swin's
+# attention as one function without a formula), and for 15 models the multiply-adds of the convolutions,
 # linear layers and products are within 3% of the published figures.
 import warnings
 
@@ -75,7 +75,7 @@ def test_model_imports(name):
             warnings.simplefilter("ignore", placelab.UnsupportedOpWarning)
             fx, fx_info = placelab.import_torch(m, x, method="fx")
         assert g.param_bytes.sum() == fx.param_bytes.sum()
-        if fx_info["unsupported"]:  # Swin: torch.fx keeps its attention function whole, without a formula
-            assert g.flops.sum() > fx.flops.sum()
+        if fx_info["unsupported"]:  # ops torch.fx keeps without a formula (Swin's attention, ConvNeXt's Permute)
+            assert g.flops.sum() >= fx.flops.sum()
         else:
             assert g.flops.sum() == pytest.approx(fx.flops.sum(), rel=1e-9)

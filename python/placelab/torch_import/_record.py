@@ -121,7 +121,7 @@ class Recorder:
     def __init__(self, root, keep_whole):
         import torch
 
-        self.root, self.b = root, GraphBuilder()
+        self.b = GraphBuilder()
         self.names, self.params = {}, {}
         for path, m in root.named_modules(remove_duplicate=False):
             self.names.setdefault(id(m), path)

@@ -66,6 +66,9 @@ _DUNDER_REFLECTED = {"radd", "rsub", "rmul", "rtruediv", "rdiv", "rfloordiv", "r
                      "ror", "rxor"}
 
 
+_KNOWN = frozenset(ACTIVATION) | frozenset(ELEMENTWISE) | COPIES | VIEWS
+
+
 def canonical(name):
     """The table's name of a torch function or Tensor method: dunders and in-place forms folded into the plain
     op ('__iadd__', 'add_' and '__radd__' are 'add'); the in-place writes themselves show in the dataflow."""
@@ -73,7 +76,7 @@ def canonical(name):
         name = name[2:-2]
         if name in _DUNDER_IN_PLACE or name in _DUNDER_REFLECTED:
             name = name[1:]
-    elif name.startswith("_") and name[1:] in ACTIVATION.keys() | ELEMENTWISE.keys() | COPIES | VIEWS:
+    elif name.startswith("_") and name[1:] in _KNOWN:  # torch's private spellings (_pack_padded_sequence)
         name = name[1:]
     if name.endswith("_") and not name.startswith("_") and len(name) > 1:
         name = name[:-1]
