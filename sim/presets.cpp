@@ -55,6 +55,8 @@ void v100_sxm(Builder& b, const std::string& name) { b.device(name, "v100", 15.7
 void v100_pcie(Builder& b, const std::string& name) { b.device(name, "v100", 14 * T, 900 * G, 16 * GiB, kGpuLaunch, kGpuEfficiency); }
 // A100 SXM4 40GB: 19.5 TFLOPS FP32, 1555 GB/s HBM2 (NVIDIA A100 datasheet).
 void a100(Builder& b, const std::string& name) { b.device(name, "a100", 19.5 * T, 1555 * G, 40 * GiB, kGpuLaunch, kGpuEfficiency); }
+// A100 SXM4 80GB: the same GA100 at 19.5 TFLOPS FP32, 2039 GB/s HBM2e (NVIDIA A100 datasheet); the same kind.
+void a100_80gb(Builder& b, const std::string& name) { b.device(name, "a100", 19.5 * T, 2039 * G, 80 * GiB, kGpuLaunch, kGpuEfficiency); }
 // H100 SXM5 80GB: 67 TFLOPS FP32, 3.35 TB/s HBM3 (NVIDIA H100 datasheet).
 void h100(Builder& b, const std::string& name) { b.device(name, "h100", 67 * T, 3350 * G, 80 * GiB, kGpuLaunch, kGpuEfficiency); }
 // Xeon Platinum 8380 socket: 40 cores x 2.3 GHz x 32 FP32 FLOP/cycle (two AVX-512 FMA units) = 2.94 TFLOPS;
@@ -212,7 +214,136 @@ const std::vector<Family>& families() {
   return all;
 }
 
+// --- Multi-node DGX clusters (docs/simulator.md, "Multi-node presets") ---
+
+// A DGX node kind: its GPU, NVLink bandwidth per GPU through the NVSwitch chips, and its NIC per GPU.
+struct NodeKind {
+  std::string_view kind;
+  void (*gpu)(Builder&, const std::string&);
+  double nvlink_bytes_per_s;  // per direction per GPU
+  double nic_bytes_per_s;     // per direction per NIC
+  std::string_view summary;
+};
+// DGX H100 datasheet: 4 NVSwitch chips, 900 GB/s GPU-to-GPU bidirectional; 8 single-port ConnectX-7 at 400 Gb/s
+// NDR InfiniBand = 50 GB/s per direction. DGX A100 datasheet: 6 NVSwitch chips, 600 GB/s bidirectional; 8
+// single-port ConnectX-6 at 200 Gb/s HDR = 25 GB/s. PCIe (Gen5 x16: 63 GB/s; Gen4 x16: 31.5 GB/s per direction)
+// is faster than either NIC, so the NIC link stands for the whole GPU -> PCIe switch -> NIC -> cable path.
+constexpr NodeKind kNodeKinds[] = {
+    {"h100", h100, 450 * G, 50 * G,
+     "DGX H100 nodes: 8 H100 SXM5 80GB on NVSwitch (450 GB/s), a 400 Gb/s NDR NIC per GPU, rail leaves, spine"},
+    {"a100", a100_80gb, 300 * G, 25 * G,
+     "DGX A100 nodes: 8 A100 SXM4 80GB on NVSwitch (300 GB/s), a 200 Gb/s HDR NIC per GPU, rail leaves, spine"},
+};
+// Typical magnitudes, not datasheet values: a GPUDirect RDMA hop into the fabric (PCIe, the HCA, the cable,
+// the leaf switch) ~1 us; the spine level adds ~1 us over its four links (cables and switch hops up and down).
+constexpr double kNicLatency = 1e-6;
+constexpr double kSpineLinkLatency = 0.25e-6;
+
+const NodeKind* node_kind(std::string_view kind) {
+  for (const NodeKind& k : kNodeKinds)
+    if (k.kind == kind) return &k;
+  return nullptr;
+}
+
+// Throws naming `name`, the field at fault and the grammar.
+void check_multinode(const MultiNodeSpec& s, std::string_view name) {
+  auto fail = [&](const std::string& what) {
+    throw Error(fmt::format("multi-node cluster \"{}\": {}; multi-node presets are {}", name, what, kMultiNodeGrammar));
+  };
+  if (!node_kind(s.kind)) fail(fmt::format("no node kind \"{}\"", s.kind));
+  if (s.nodes < 1 || s.nodes > kMaxNodes)
+    fail(fmt::format("{} nodes, expected 1..{} (at most {} GPUs)", s.nodes, kMaxNodes, 8 * kMaxNodes));
+  if (s.gpus_per_node != 1 && s.gpus_per_node != 2 && s.gpus_per_node != 4 && s.gpus_per_node != 8)
+    fail(fmt::format("{} GPUs per node, expected 1, 2, 4 or 8", s.gpus_per_node));
+  if (s.oversubscription < 1 || s.oversubscription > kMaxNodes)
+    fail(fmt::format("oversubscription {}, expected 1..{}", s.oversubscription, kMaxNodes));
+}
+
+// Reads a decimal number off the front of `text`.
+bool take_number(std::string_view& text, int& out) {
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+  if (ec != std::errc() || end == text.data() || text.front() == '-') return false;
+  text.remove_prefix(static_cast<size_t>(end - text.data()));
+  return true;
+}
+
+bool take(std::string_view& text, std::string_view prefix) {
+  if (!text.starts_with(prefix)) return false;
+  text.remove_prefix(prefix.size());
+  return true;
+}
+
+// GPUs n<node>.gpu<i>; inside a node, each GPU's NVLinks to the node's NVSwitch. Between nodes, GPU i's NIC
+// ends at its own port of leaf switch i (rail i). A port reaches the other ports of its leaf through the
+// leaf's crossbar, and the spine through the leaf's uplink for its block of R nodes: routes are computed,
+// and a port's uplink is fixed by the topology, as InfiniBand's static routing fixes it. Port links carry
+// only their NIC's traffic, so they add no contention of their own.
+Cluster build_multinode(const MultiNodeSpec& s, const NodeKind& k) {
+  Builder b;
+  b.spec.name = multinode_name(s);
+  const int nodes = s.nodes, gpus = s.gpus_per_node;
+  auto gpu_name = [](int n, int i) { return fmt::format("n{}.gpu{}", n, i); };
+  auto port = [](int i, int n) { return fmt::format("leaf{}.port{}", i, n); };
+  for (int n = 0; n < nodes; ++n)
+    for (int i = 0; i < gpus; ++i) k.gpu(b, gpu_name(n, i));
+  if (gpus > 1)
+    for (int n = 0; n < nodes; ++n)
+      for (int i = 0; i < gpus; ++i)
+        b.link(gpu_name(n, i) + "-nvlink", gpu_name(n, i), fmt::format("n{}.nvswitch", n), k.nvlink_bytes_per_s, kNvlinkLatency);
+  if (nodes == 1) return Cluster(std::move(b.spec));
+  for (int n = 0; n < nodes; ++n)
+    for (int i = 0; i < gpus; ++i) b.link(gpu_name(n, i) + "-nic", gpu_name(n, i), port(i, n), k.nic_bytes_per_s, kNicLatency);
+  for (int i = 0; i < gpus; ++i)
+    for (int n = 0; n < nodes; ++n) b.link(port(i, n) + "-xbar", port(i, n), fmt::format("leaf{}", i), k.nic_bytes_per_s, 0);
+  if (gpus == 1) return Cluster(std::move(b.spec));  // one rail: no spine
+  const int uplinks = (nodes + s.oversubscription - 1) / s.oversubscription;
+  for (int i = 0; i < gpus; ++i)
+    for (int n = 0; n < nodes; ++n)
+      b.link(port(i, n) + "-up", port(i, n), fmt::format("leaf{}.up{}", i, n / s.oversubscription), k.nic_bytes_per_s,
+             kSpineLinkLatency);
+  for (int i = 0; i < gpus; ++i)
+    for (int u = 0; u < uplinks; ++u)
+      b.link(fmt::format("leaf{}.up{}-spine", i, u), fmt::format("leaf{}.up{}", i, u), "spine", k.nic_bytes_per_s,
+             kSpineLinkLatency);
+  return Cluster(std::move(b.spec));
+}
+
 }  // namespace
+
+const std::vector<MultiNodeFamily>& multinode_families() {
+  static const std::vector<MultiNodeFamily> all = [] {
+    std::vector<MultiNodeFamily> out;
+    for (const NodeKind& k : kNodeKinds) out.push_back({fmt::format("{}-nodes", k.kind), std::string(k.summary)});
+    return out;
+  }();
+  return all;
+}
+
+std::string multinode_name(const MultiNodeSpec& s) {
+  std::string name = fmt::format("{}-nodes-{}x{}", s.kind, s.nodes, s.gpus_per_node);
+  if (s.oversubscription != 1) name += fmt::format("-os{}", s.oversubscription);
+  return name;
+}
+
+std::optional<MultiNodeSpec> parse_multinode_name(std::string_view name) {
+  constexpr std::string_view kTag = "-nodes-";
+  const size_t tag = name.find(kTag);
+  if (tag == std::string_view::npos) return std::nullopt;
+  MultiNodeSpec s;
+  s.kind = std::string(name.substr(0, tag));
+  std::string_view rest = name.substr(tag + kTag.size());
+  if (!take_number(rest, s.nodes) || !take(rest, "x") || !take_number(rest, s.gpus_per_node) ||
+      !(rest.empty() || (take(rest, "-os") && take_number(rest, s.oversubscription) && rest.empty())))
+    throw Error(fmt::format("multi-node cluster \"{}\": expected NxG[-osR] after \"-nodes-\"; multi-node presets are {}",
+                            name, kMultiNodeGrammar));
+  check_multinode(s, name);
+  return s;
+}
+
+Cluster make_multinode(const MultiNodeSpec& spec) {
+  check_multinode(spec, multinode_name(spec));
+  return build_multinode(spec, *node_kind(spec.kind));
+}
 
 const std::vector<PresetInfo>& preset_families() {
   static const std::vector<PresetInfo> infos = [] {
@@ -231,6 +362,7 @@ std::vector<std::string> preset_names() {
 }
 
 Cluster make_preset(std::string_view name) {
+  if (auto spec = parse_multinode_name(name)) return make_multinode(*spec);
   auto dash = name.rfind('-');
   if (dash != std::string_view::npos) {
     std::string_view family = name.substr(0, dash), count = name.substr(dash + 1);
@@ -253,7 +385,7 @@ Cluster make_preset(std::string_view name) {
     for (int n : f.info.sizes) sizes += fmt::format("{}{}", sizes.empty() ? "" : "|", n);
     names += fmt::format("{}{}-{{{}}}", names.empty() ? "" : ", ", f.info.family, sizes);
   }
-  throw Error(fmt::format("unknown cluster preset \"{}\" (presets: {})", name, names));
+  throw Error(fmt::format("unknown cluster preset \"{}\" (presets: {}; multi-node: {})", name, names, kMultiNodeGrammar));
 }
 
 Cluster load_cluster(const std::string& spec) {

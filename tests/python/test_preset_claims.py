@@ -410,3 +410,52 @@ def test_desktop_igpu():
     cpu_only, gpu_only = (sim.simulate([d] * g.num_ops)["step_time_s"] for d in (0, 1))
     placement, _ = pl.place(sim, "heft", {}, 1)
     assert sim.simulate(placement)["step_time_s"] < 0.9 * min(cpu_only, gpu_only)
+
+
+# ------------------------------------------------------------------- multi-node ("Multi-node presets")
+
+# kind -> (peak FLOP/s, memory B/s, NVLink B/s per GPU and direction, NIC B/s per direction), as the table has them.
+MULTI = {"h100": (67e12, 3.35e12, 450e9, 50e9), "a100": (19.5e12, 2039e9, 300e9, 25e9)}
+
+
+@pytest.mark.parametrize("name", ["h100-nodes-2x8", "a100-nodes-3x8", "h100-nodes-4x4-os2", "a100-nodes-5x2-os4",
+                                  "h100-nodes-3x1", "h100-nodes-1x4"])
+def test_multinode_presets(name):
+    # "GPUs are n<a>.gpu<i> (node a, GPU i), in node order"; the table's numbers; "within a node 2 hops over
+    # the NVSwitch; between nodes on one rail 4 (NIC, crossbar, crossbar, NIC); across rails 6 (NIC, port to
+    # uplink, uplink to spine, spine to the other leaf's uplink, to the port, NIC)"; uplink `leaf<i>.up<a / R>`,
+    # ceil(N / R) per leaf; latencies: NVLink hop 1 us, NIC 1 us, crossbar 0, "the spine adds 1 us".
+    kind, _, shape, *over = name.split("-")
+    nodes, gpus = (int(x) for x in shape.split("x"))
+    r = int(over[0][2:]) if over else 1
+    flops, bw, nvlink, nic = MULTI[kind]
+    v = View(name)
+    assert v.names == [f"n{a}.gpu{i}" for a in range(nodes) for i in range(gpus)]
+    for x in v.d["devices"]:
+        assert x["kind"] == kind and x["peak_flops_per_s"] == approx(flops)
+        assert x["memory_bandwidth_bytes_per_s"] == approx(bw) and x["memory_bytes"] in (80 * 10 ** 9, 80 * GiB)
+        assert x["launch_overhead_s"] == approx(5e-6) and x["efficiency"] == approx(0.7)
+    for l in v.d["links"]:
+        assert l["duplex"] == "full"
+    uplinks = {l["ends"][0] for l in v.d["links"] if l["name"].endswith("-spine")}
+    assert len(uplinks) == (gpus * -(-nodes // r) if nodes > 1 and gpus > 1 else 0)
+    for s, t in itertools.permutations(range(nodes * gpus), 2):
+        (a, i), (b, j) = divmod(s, gpus), divmod(t, gpus)
+        links, path = v.path(s, t)
+        lat = sum(v.link[ln]["latency_s"] for ln in links)
+        if a == b:
+            assert path[1:-1] == [f"n{a}.nvswitch"]
+            assert all(v.link[ln]["bandwidth_bytes_per_s"] == approx(nvlink) for ln in links)
+            assert lat == approx(2e-6)
+            expect = 2e-6 + 1e9 / nvlink
+        elif i == j:
+            assert path[1:-1] == [f"leaf{i}.port{a}", f"leaf{i}", f"leaf{i}.port{b}"]
+            assert lat == approx(2e-6)
+            expect = 2e-6 + 1e9 / nic
+        else:
+            assert path[1:-1] == [f"leaf{i}.port{a}", f"leaf{i}.up{a // r}", "spine", f"leaf{j}.up{b // r}",
+                                  f"leaf{j}.port{b}"]
+            assert lat == approx(3e-6)
+            expect = 3e-6 + 1e9 / nic
+        assert v.c.transfer_time_s(s, t, 1e9) == approx(expect)
+    assert pl.load_cluster(name).to_dict() == v.d
