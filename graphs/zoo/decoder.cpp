@@ -28,6 +28,7 @@ enum class Family { gpt, llama };
 struct Config {
   Family family;
   int64_t batch, seq, hidden, heads, kv_heads, ffn, experts, top_k, moe_every, shards;
+  int64_t micro_batches;  // `batch` is the size of one of them
   bool causal, flash;
   int64_t head_dim() const { return hidden / heads; }
   bool moe_layer(int32_t l) const { return experts > 0 && (l + 1) % moe_every == 0; }
@@ -49,6 +50,7 @@ Config config_of(const Args& args, Family family, bool causal) {
            .top_k = 1,
            .moe_every = 1,
            .shards = args.integer("shards"),
+           .micro_batches = args.integer("micro_batches"),
            .causal = causal,
            .flash = false};
   if (c.ffn == 0) c.ffn = 4 * c.hidden;
@@ -62,6 +64,8 @@ Config config_of(const Args& args, Family family, bool causal) {
     if (c.experts > 0 && c.top_k > c.experts)
       args.fail(fmt::format("top_k ({}) exceeds experts ({})", c.top_k, c.experts));
   }
+  require_multiple(args, "batch", c.batch, "micro_batches", c.micro_batches);
+  c.batch /= c.micro_batches;
   require_multiple(args, "hidden", c.hidden, "heads", c.heads);
   require_multiple(args, "heads", c.heads, "kv_heads", c.kv_heads);
   require_multiple(args, "heads", c.heads, "shards", c.shards);
@@ -202,14 +206,26 @@ Tensor moe_ffn_block(NetBuilder& b, const Config& c, const Tensor& x) {
   return b.add(x, y);
 }
 
-Tensor decoder_layers(NetBuilder& b, const Config& c, Tensor x, int32_t layers, const std::optional<Tensor>& mask) {
+/** `f(r)` in repeat r for every micro-batch r (NetBuilder::repeat: they share the weights). */
+template <class F>
+void per_micro_batch(NetBuilder& b, const Config& c, F&& f) {
+  for (int64_t r = 0; r < c.micro_batches; ++r) {
+    auto rep = b.repeat(r, c.micro_batches);
+    f(r);
+  }
+}
+
+/** The blocks, layer by layer; in each layer every micro-batch's `xs[r]` passes through its own copy. */
+void decoder_layers(NetBuilder& b, const Config& c, std::vector<Tensor>& xs, int32_t layers,
+                    const std::optional<Tensor>& mask) {
   for (int32_t l = 0; l < layers; ++l) {
     b.set_layer(l);
     auto s = b.scope("layer{}", l);
-    x = attention_block(b, c, x, mask);
-    x = c.moe_layer(l) ? moe_ffn_block(b, c, x) : dense_ffn_block(b, c, x);
+    per_micro_batch(b, c, [&](int64_t r) {
+      Tensor x = attention_block(b, c, xs[r], mask);
+      xs[r] = c.moe_layer(l) ? moe_ffn_block(b, c, x) : dense_ffn_block(b, c, x);
+    });
   }
-  return x;
 }
 
 /** Logits [B, T, V] and the loss's softmax; `own` false: the projection is tied to the embedding table. */
@@ -242,17 +258,20 @@ Graph build_gpt(const Args& args) {
   const int32_t layers = args.int32("layers");
   NetBuilder b("gpt");
   b.set_layer(0);
-  Tensor x = b.in_scope("embeddings", [&] {
+  std::vector<Tensor> xs(static_cast<size_t>(c.micro_batches));
+  per_micro_batch(b, c, [&](int64_t r) {
+    auto s = b.scope("embeddings");
     Tensor tokens = b.in_scope("token", [&] {
       return b.embedding(b.input("input_ids", {c.batch, c.seq}), args.integer("vocab"), c.hidden);
     });
     Tensor positions = b.in_scope(
         "position", [&] { return b.embedding(b.constant("position_ids", {c.seq}), c.seq, c.hidden); });
-    return b.add(tokens, positions);
+    xs[r] = b.add(tokens, positions);
   });
-  x = decoder_layers(b, c, x, layers, causal_mask(b, c));
+  decoder_layers(b, c, xs, layers, causal_mask(b, c));
   b.set_layer(layers);
-  lm_head(b, c, x, args.integer("vocab"), false);  // tied to the token embedding, as GPT-2's
+  // Tied to the token embedding, as GPT-2's.
+  per_micro_batch(b, c, [&](int64_t r) { lm_head(b, c, xs[r], args.integer("vocab"), false); });
   return std::move(b).build();
 }
 
@@ -261,12 +280,15 @@ Graph build_llama(const Args& args) {
   const int32_t layers = args.int32("layers");
   NetBuilder b(std::string(args.model()));
   b.set_layer(0);
-  Tensor x = b.in_scope("embeddings", [&] {
-    return b.embedding(b.input("input_ids", {c.batch, c.seq}), args.integer("vocab"), c.hidden);
+  std::vector<Tensor> xs(static_cast<size_t>(c.micro_batches));
+  per_micro_batch(b, c, [&](int64_t r) {
+    xs[r] = b.in_scope("embeddings", [&] {
+      return b.embedding(b.input("input_ids", {c.batch, c.seq}), args.integer("vocab"), c.hidden);
+    });
   });
-  x = decoder_layers(b, c, x, layers, causal_mask(b, c));
+  decoder_layers(b, c, xs, layers, causal_mask(b, c));
   b.set_layer(layers);
-  lm_head(b, c, x, args.integer("vocab"), true);
+  per_micro_batch(b, c, [&](int64_t r) { lm_head(b, c, xs[r], args.integer("vocab"), true); });
   return std::move(b).build();
 }
 
@@ -279,7 +301,9 @@ Graph build_vit(const Args& args) {
   const int32_t layers = args.int32("layers");
   NetBuilder b("vit");
   b.set_layer(0);
-  Tensor x = b.in_scope("embeddings", [&] {
+  std::vector<Tensor> xs(static_cast<size_t>(c.micro_batches));
+  per_micro_batch(b, c, [&](int64_t r) {
+    auto s = b.scope("embeddings");
     Tensor patches = b.conv2d(b.input("images", {c.batch, image, image, 3}), c.hidden, patch, patch, patch,
                               Padding::valid, 1, true);
     Tensor tokens = b.op({.type = "Concat",
@@ -287,18 +311,19 @@ Graph build_vit(const Args& args) {
                           .out = {c.batch, c.seq, c.hidden},
                           .param_elements = static_cast<double>(c.hidden)},
                          {NetBuilder::view(patches, {c.batch, grid * grid, c.hidden})});
-    return b.op({.type = "Add",
-                 .name = "position",
-                 .out = tokens.shape,
-                 .flops = static_cast<double>(tokens.elements()),
-                 .param_elements = static_cast<double>(c.seq * c.hidden)},
-                {tokens});
+    xs[r] = b.op({.type = "Add",
+                  .name = "position",
+                  .out = tokens.shape,
+                  .flops = static_cast<double>(tokens.elements()),
+                  .param_elements = static_cast<double>(c.seq * c.hidden)},
+                 {tokens});
   });
-  x = decoder_layers(b, c, x, layers, std::nullopt);
+  decoder_layers(b, c, xs, layers, std::nullopt);
   b.set_layer(layers);
-  b.in_scope("head", [&] {
-    Tensor cls = NetBuilder::view(b.layer_norm(x), {c.batch, c.hidden});  // the class token's features
-    return b.softmax(b.dense(cls, args.integer("classes")));
+  per_micro_batch(b, c, [&](int64_t r) {
+    auto s = b.scope("head");
+    Tensor cls = NetBuilder::view(b.layer_norm(xs[r]), {c.batch, c.hidden});  // the class token's features
+    b.softmax(b.dense(cls, args.integer("classes")));
   });
   return std::move(b).build();
 }

@@ -61,6 +61,10 @@ void NetBuilder::pop_scope() {
 std::string NetBuilder::unique_name(std::string_view name) {
   std::string full = prefix_;
   full.append(name);
+  return unique_full_name(std::move(full));
+}
+
+std::string NetBuilder::unique_full_name(std::string full) {
   // TensorFlow's rule: a repeated name gets the suffix _1, _2, ...
   auto [it, fresh] = name_uses_.try_emplace(full, 0);
   if (fresh) return full;
@@ -70,7 +74,43 @@ std::string NetBuilder::unique_name(std::string_view name) {
   }
 }
 
+NetBuilder::Repeat::Repeat(NetBuilder& b, int64_t r, int64_t count) : b_(&b) {
+  require(b.repeat_ < 0 && r >= 0 && r < count, "repeat out of range or nested");
+  if (count == 1) return;
+  b.repeat_prefix_at_ = b.prefix_.size();
+  scope_.emplace(b.scope(fmt::format("mb{}", r)));
+  b.repeat_prefix_size_ = b.prefix_.size() - b.repeat_prefix_at_;
+  b.repeat_ = r;
+  if (b.weight_cursor_.size() < static_cast<size_t>(count)) b.weight_cursor_.resize(static_cast<size_t>(count), 0);
+}
+
+NetBuilder::Repeat::~Repeat() { b_->repeat_ = -1; }
+
+Tensor NetBuilder::op_with_shared_weights(const OpDef& def, std::span<const Tensor> inputs) {
+  size_t& cursor = weight_cursor_[static_cast<size_t>(repeat_)];
+  if (repeat_ == 0) {
+    std::string name = prefix_;
+    name.erase(repeat_prefix_at_, repeat_prefix_size_);
+    name += fmt::format("{}/weights", def.name.empty() ? def.type : def.name);
+    const double bytes = kFloatBytes * def.param_elements;
+    OpId w = graph_.add_op({.name = unique_full_name(std::move(name)), .type = "Variable",
+                            .param_bytes = bytes, .layer = layer_});
+    resident_.emplace(w, bytes);
+    shared_weights_.push_back({w, {static_cast<int64_t>(def.param_elements)}});
+  }
+  require(cursor < shared_weights_.size() &&
+              static_cast<double>(shared_weights_[cursor].elements()) == def.param_elements,
+          "a repeat requests other weights than repeat 0");
+  std::vector<Tensor> reads(inputs.begin(), inputs.end());
+  reads.push_back(shared_weights_[cursor++]);
+  OpDef reader = def;
+  reader.param_elements = 0;
+  // The default bytes read, inputs plus parameters, now counts the weights among the inputs.
+  return op(reader, reads);
+}
+
 Tensor NetBuilder::op(const OpDef& def, std::span<const Tensor> inputs) {
+  if (repeat_ >= 0 && def.param_elements > 0) return op_with_shared_weights(def, inputs);
   // One edge per producer: a consumer reading several views of one tensor gets their bytes merged.
   edge_scratch_.clear();
   double input_bytes = 0;
@@ -95,7 +135,10 @@ Tensor NetBuilder::op(const OpDef& def, std::span<const Tensor> inputs) {
                            .layer = layer_,
                            .gemm = def.gemm});
   // Reading one tensor twice moves it once.
-  for (auto [src, bytes] : edge_scratch_) graph_.add_edge(src, id, std::min(bytes, graph_.op(src).output_bytes));
+  for (auto [src, bytes] : edge_scratch_) {
+    auto weights = resident_.find(src);
+    graph_.add_edge(src, id, std::min(bytes, weights != resident_.end() ? weights->second : graph_.op(src).output_bytes));
+  }
   return {id, def.out};
 }
 

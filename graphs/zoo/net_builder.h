@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -103,6 +104,27 @@ class NetBuilder {
     auto s = scope(name);
     return f();
   }
+  /** Ends a repeat when it goes out of scope (see repeat()). */
+  class [[nodiscard]] Repeat {
+   public:
+    Repeat(NetBuilder& b, int64_t r, int64_t count);
+    Repeat(const Repeat&) = delete;
+    Repeat& operator=(const Repeat&) = delete;
+    ~Repeat();
+
+   private:
+    NetBuilder* b_;
+    std::optional<Scope> scope_;
+  };
+  /**
+   * Ops added while the result lives are repeat `r` of `count` copies of the model (micro-batches): named in
+   * scope "mb<r>" when count > 1, and an op with parameters then reads them from a weight op ("Variable",
+   * `<op>/weights`, outside the repeat's scope) that repeat 0 made for the same op, so every repeat shares
+   * them and they count once. A weight op's output is the resident weights themselves, so it holds no bytes
+   * beyond its parameters; an edge from it carries the weights (a remote reader receives a copy).
+   * Repeats must request weights in the same order; with count = 1 ops own their weights as usual.
+   */
+  Repeat repeat(int64_t r, int64_t count) { return Repeat(*this, r, count); }
   /** Model block (Graph::layer) of the ops added from now on. */
   void set_layer(int32_t layer) { layer_ = layer; }
   int32_t layer() const { return layer_; }
@@ -202,6 +224,9 @@ class NetBuilder {
   friend class Scope;
   void pop_scope();
   std::string unique_name(std::string_view name);
+  std::string unique_full_name(std::string full);
+  /** op() for an op with parameters inside a repeat: they move to a shared weight op that it reads. */
+  Tensor op_with_shared_weights(const OpDef& def, std::span<const Tensor> inputs);
   Tensor pool(std::string_view type, const Tensor& x, int64_t kernel, int64_t stride, Padding padding);
 
   GraphBuilder graph_;
@@ -210,6 +235,13 @@ class NetBuilder {
   std::unordered_map<std::string, int32_t> name_uses_;
   int32_t layer_ = kNoClass;
   std::vector<std::pair<OpId, double>> edge_scratch_;
+  // Repeats: the current one (-1: none), where its "mb<r>/" sits in prefix_, the weight ops repeat 0 made,
+  // and each repeat's position in them; resident_ holds the bytes an edge from a weight op may carry.
+  int64_t repeat_ = -1;
+  size_t repeat_prefix_at_ = 0, repeat_prefix_size_ = 0;
+  std::vector<Tensor> shared_weights_;
+  std::vector<size_t> weight_cursor_;
+  std::unordered_map<OpId, double> resident_;
 };
 
 /** Output size of a convolution or pool along one spatial dimension. */

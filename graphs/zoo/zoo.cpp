@@ -76,6 +76,10 @@ ParamSpec moe_every() {
 ParamSpec shards() {
   return integer("shards", 1, 1, 256, "tensor-parallel shards of each attention and dense feed-forward sublayer");
 }
+ParamSpec micro_batches() {
+  return integer("micro_batches", 1, 1, 4096,
+                 "copies of the model, each on batch / micro_batches examples, sharing the weights (pipelining)");
+}
 ParamSpec flash(double value) {
   return integer("flash", value, 0, 1, "1: attention as one fused op that never holds the T x T scores");
 }
@@ -149,24 +153,24 @@ const std::vector<Generator>& generators() {
        "GPT decoder (Radford et al. 2019; Brown et al. 2020): pre-norm, GELU MLP, learned positions, LM head tied "
        "to the token embedding; optional mixture-of-experts layers (Switch); defaults are GPT-2 small",
        {batch(1), seq_len(1024, kMaxContext), layers(12, kMaxLayers, "decoder layers"), hidden(768), heads(12),
-        ffn(0), vocab(50257), experts(0), top_k(1), moe_every(), shards(), flash(0)},
+        ffn(0), vocab(50257), experts(0), top_k(1), moe_every(), shards(), micro_batches(), flash(0)},
        build_gpt},
       {"llama",
        "Llama decoder (Touvron et al. 2023): RMSNorm, SwiGLU, rotary positions, grouped-query attention, untied "
        "head; optional mixture-of-experts layers; defaults are Llama-2-7B",
        {batch(1), seq_len(4096, kMaxContext), layers(32, kMaxLayers, "decoder layers"), hidden(4096), heads(32),
-        kv_heads(0), ffn(11008), vocab(32000), experts(0), top_k(2), moe_every(), shards(), flash(1)},
+        kv_heads(0), ffn(11008), vocab(32000), experts(0), top_k(2), moe_every(), shards(), micro_batches(), flash(1)},
        build_llama},
       {"mixtral",
        "Mixtral (Jiang et al. 2024): the Llama decoder with a mixture of SwiGLU experts in every layer; defaults "
        "are Mixtral 8x7B",
        {batch(1), seq_len(4096, kMaxContext), layers(32, kMaxLayers, "decoder layers"), hidden(4096), heads(32),
-        kv_heads(8), ffn(14336), vocab(32000), experts(8), top_k(2), moe_every(), shards(), flash(1)},
+        kv_heads(8), ffn(14336), vocab(32000), experts(8), top_k(2), moe_every(), shards(), micro_batches(), flash(1)},
        build_llama},
       {"vit",
        "Vision Transformer (Dosovitskiy et al. 2021) classifier; defaults are ViT-B/16 at 224x224",
        {batch(1), image_size(224, 16), integer("patch", 16, 1, 1024, "patch size in pixels (must divide image_size)"),
-        layers(12, kMaxLayers, "encoder layers"), hidden(768), heads(12), ffn(3072), classes(1000), shards()},
+        layers(12, kMaxLayers, "encoder layers"), hidden(768), heads(12), ffn(3072), classes(1000), shards(), micro_batches()},
        build_vit},
       {"random_dag",
        "Seeded layered random DAG with log-uniform costs",

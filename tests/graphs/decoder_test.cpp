@@ -171,3 +171,43 @@ TEST_CASE("graphs::zoo: inconsistent transformer shapes are errors naming both v
   CHECK_THAT(make_error("vit", {{"patch", 15}}), Contains("image_size (224) must be a multiple of patch (15)"));
   CHECK_THAT(make_error("gpt", {{"kv_heads", 4}}), Contains("unknown param \"kv_heads\""));
 }
+
+TEST_CASE("graphs::zoo: micro-batches are copies of the model sharing one set of weights", "[graphs]") {
+  for (std::string model : {"gpt", "llama", "mixtral", "vit"}) {
+    INFO(model);
+    zoo::Params whole = {{"layers", 2}, {"batch", 4}};
+    if (model != "vit") whole["seq_len"] = 64;
+    zoo::Params split = whole;
+    split["micro_batches"] = 4;
+    Graph one = zoo::make_model(model, whole), four = zoo::make_model(model, split);
+    const GraphStats s1 = one.stats(), s4 = four.stats();
+    // The same work and weights; the weights' ops hold nothing beyond their parameters.
+    CHECK(s4.param_bytes == s1.param_bytes);
+    CHECK(s4.flops == Approx(s1.flops).epsilon(1e-12));
+    // GPT's position embedding [T, H] (and its ids [T]) is looked up by every micro-batch.
+    const double positions = model == "gpt" ? 3 * (64 * 768 + 64) * 4.0 : 0;
+    CHECK(s4.output_bytes == Approx(s1.output_bytes + positions).epsilon(1e-12));
+    // One weight op per op that owned weights, read by that op's copy in each micro-batch.
+    int owners = 0, weight_ops = 0;
+    for (OpId op = 0; op < one.num_ops(); ++op) owners += one.param_bytes(op) > 0;
+    for (OpId op = 0; op < four.num_ops(); ++op) {
+      if (four.param_bytes(op) == 0) continue;
+      ++weight_ops;
+      CHECK(four.op_type(op) == "Variable");
+      CHECK(four.output_bytes(op) == 0);
+      CHECK(four.out_edges(op).size() == 4);
+      for (EdgeId e : four.out_edges(op)) CHECK(four.edge_bytes(e) == four.param_bytes(op));
+    }
+    CHECK(weight_ops == owners);
+    CHECK(four.num_ops() == 4 * (one.num_ops() - 1 * (model == "gpt")) + (model == "gpt") + owners);
+    // A training step updates each weight once, from the gradients of all four micro-batches.
+    Graph t1 = expand_training(one), t4 = expand_training(four);
+    CHECK(t4.stats().update_ops == t1.stats().update_ops);
+    CHECK(t4.stats().param_bytes == t1.stats().param_bytes);
+  }
+  const OpId w = zoo::make_model("llama", {{"micro_batches", 2}, {"batch", 2}, {"seq_len", 64}, {"layers", 1}})
+                     .find_op("layer0/attention/query/MatMul/weights");
+  CHECK(w >= 0);
+  CHECK_THAT(make_error("llama", {{"micro_batches", 3}, {"batch", 4}}),
+             Contains("batch (4) must be a multiple of micro_batches (3)"));
+}
