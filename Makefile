@@ -3,7 +3,7 @@
 #   make test  builds and runs every test: the -Werror build (C++, Python, notebooks) and ASan + UBSan
 JOBS ?= $(shell nproc)
 
-.PHONY: run test deps build asan
+.PHONY: run test deps build asan slow
 deps:
 	./install-deps.sh
 
@@ -25,3 +25,8 @@ test: asan
 	cmake --preset ci
 	cmake --build --preset ci -j $(JOBS)
 	ctest --preset ci -j $(JOBS)
+
+# The slow checks apart (ctest label "slow": every torchvision model, LLM-scale runs); not part of `make test`.
+slow: build
+	cmake --build --preset release -j $(JOBS)
+	ctest --preset slow -j $(JOBS)
