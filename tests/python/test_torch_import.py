@@ -542,3 +542,33 @@ def test_packed_sequences_step_with_their_batch_sizes():
     # sequences of lengths 4, 2, 1: 3 rows at step 0, 2 at step 1, then 1
     assert [g.gemm[steps[t]["input_matmul"]][1] for t in range(4)] == [3, 2, 1, 1]
     assert g.find_op("pack_padded_sequence") in g.predecessors(steps[0]["input_matmul"])
+
+
+class OddLSTM(torch.nn.LSTM):
+    """Returns the output alone: the unrolling, which reads (output, (h, c)), cannot follow it."""
+
+    def forward(self, x):
+        return super().forward(x)[0]
+
+
+class HoldsOddLSTM(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = OddLSTM(4, 8)
+        self.fc = torch.nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.fc(self.rnn(x))
+
+
+def test_a_module_that_cannot_be_unrolled_can_be_kept_whole():
+    m, x = HoldsOddLSTM(), torch.randn(3, 2, 4)
+    with pytest.raises(ValueError, match=r"^from_torch: cannot import module 'rnn' \(OddLSTM\): ValueError: too many "
+                                         r"values to unpack .*; keep it whole \(keep_whole=\['rnn'\]\) or export "
+                                         r"the model to ONNX") as e:
+        placelab.from_torch(m, x)
+    assert "\n" not in str(e.value) and isinstance(e.value.__cause__, ValueError)
+    # Kept whole it imports as one op holding its weights; torch's fused lstm inside has no formula.
+    with pytest.warns(placelab.UnsupportedOpWarning, match="OddLSTM x1"):
+        g = placelab.from_torch(m, x, keep_whole=["rnn"])
+    assert g.op_names == ["x", "rnn", "fc"] and g.param_bytes.sum() == 4 * n_params(m)

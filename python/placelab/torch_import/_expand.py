@@ -14,9 +14,10 @@ nn.MultiheadAttention becomes its q, k and v projections, the score products of 
 masks as inputs), the weighted sum and the output projection. FLOPs come from costs.py.
 
 Each expansion writes through an emitter `em`: em.op(part, type, flops, reads, out_bytes, params, gemm) makes an
-op (reads: (op, bytes) pairs; params: (key, tensor, share) triples, 1/share of the tensor held once per key), em.src(tensor) is the
-producer of an input read before the call, em.output(tensor, op or callable making it) registers a result, and
-em.state is a dict kept per module across calls.
+op (reads: (op, bytes) pairs; params: (key, tensor, share) triples, 1/share of the tensor held once per key),
+em.src(tensor) is the producer of an input as it was before the call, em.output(tensor, op or a callable making
+it when first read) registers a result, em.scope(name) nests op names, and em.state is a dict kept per module
+across calls.
 """
 
 from __future__ import annotations
@@ -45,8 +46,10 @@ def expand(em, module, args, kwargs, out):
         _rnn(em, module, args, kwargs, out)
 
 
-def _bound(module, args, kwargs):
-    return inspect.signature(module.forward).bind(*args, **kwargs).arguments
+def _input_and_state(args, kwargs):
+    """(input, hx) of a recurrent module's call, by position or by torch's names."""
+    x = args[0] if args else kwargs["input"]
+    return x, args[1] if len(args) > 1 else kwargs.get("hx")
 
 
 def _mode(module):
@@ -141,8 +144,7 @@ def _state_reads(em, hx, batch, width, es):
 
 
 def _cell(em, m, args, kwargs, out):
-    a = _bound(m, args, kwargs)
-    x, hx = a["input"], a.get("hx")
+    x, hx = _input_and_state(args, kwargs)
     mode = _mode(m)
     es = m.weight_ih.element_size()
     batch = x.shape[0] if x.dim() == 2 else 1
@@ -163,8 +165,7 @@ def _rnn(em, m, args, kwargs, out):
     import torch
     from torch.nn.utils.rnn import PackedSequence
 
-    a = _bound(m, args, kwargs)
-    x, hx = a["input"], a.get("hx")
+    x, hx = _input_and_state(args, kwargs)
     mode, dirs, hidden = m.mode, 2 if m.bidirectional else 1, m.hidden_size
     proj = getattr(m, "proj_size", 0)
     h_width = proj or hidden
@@ -215,7 +216,7 @@ def _rnn(em, m, args, kwargs, out):
 
 
 def _mha(em, m, args, kwargs, out):
-    a = _bound(m, args, kwargs)
+    a = inspect.signature(m.forward).bind(*args, **kwargs).arguments
     q, k, v = a["query"], a["key"], a["value"]
     masks = [t for t in (a.get("key_padding_mask"), a.get("attn_mask")) if t is not None]
     batch, lq, lk = costs.mha_shape(m, q, k)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from collections import Counter
 
 from . import costs
 from ._expand import expand, expandable
