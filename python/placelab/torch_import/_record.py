@@ -6,8 +6,8 @@ the forward does in Python (loops, shape arithmetic, tuples, tensors built from 
 holds the torch functions and Tensor methods that were called, outermost calls only (the mode is off inside a
 call), with their real values.
 
-Granularity, as torch.fx's with leaf modules: a module without children is one op (FLOPs from its formula in
-costs.py, else the sum over the calls it made); recurrent modules and nn.MultiheadAttention are expanded
+Granularity, as torch.fx's with leaf modules: a module without children (other than the root) is one op (FLOPs
+from its formula in costs.py, else the sum over the calls it made); recurrent modules and nn.MultiheadAttention are expanded
 (_expand.py); modules named in keep_whole are one op each, their FLOPs the sum of what ran inside; every other
 call (functions, Tensor methods, operators) outside those is one op, named after the module it ran in. Calls that
 return no tensor (shape arithmetic) are constants of the run, not ops.
@@ -230,9 +230,9 @@ class Recorder:
             return "whole"
         if expandable(m):
             return "expand"
-        if isinstance(m, self.script) or next(m.children(), None) is None:
+        if parent.module is not None and (isinstance(m, self.script) or next(m.children(), None) is None):
             return "whole"
-        return "open"
+        return "open"  # the root's own forward is always recorded
 
     def module_call(self, plain, m, args, kwargs):
         if self.busy:
