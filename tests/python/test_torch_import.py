@@ -251,7 +251,11 @@ def test_record_and_fx_give_the_same_resnet50(resnet50):
     # Modules are named by their path in both; a function is named after the module it ran in (fx: after itself).
     assert [n for n, t in zip(g.op_names, g.op_types) if t[0].isupper()] == \
         [n for n, t in zip(fx.op_names, fx.op_types) if t[0].isupper()]
-    assert g.op_names[g.op_types.index("add")] == "layer1_0_add"
+    add = g.op_types.index("add")
+    assert g.op_names[add] == "layer1_0_add"
+    # A call has the layer of the top-level module it ran in (torch.fx gave calls none).
+    conv = g.find_op("layer1_0_conv1")  # layer1 is the 5th top-level module: conv1, bn1, relu, maxpool, layer1
+    assert g.layer[add] == g.layer[conv] == fx.layer[conv] == 4 and fx.layer[add] < 0
     assert np.array_equal(g.flops, fx.flops) and np.array_equal(g.param_bytes, fx.param_bytes)
     assert sorted(zip(g.edge_src, g.edge_dst)) == sorted(zip(fx.edge_src, fx.edge_dst))
 
