@@ -16,6 +16,8 @@ packages=(
   # Python bindings, notebooks and the PyTorch references (Debian's python at /usr/bin/python3)
   python3-dev pybind11-dev python3-numpy python3-pytest python3-matplotlib python3-pandas
   python3-nbclient python3-nbformat python3-ipykernel python3-torch python3-torchvision
+  # ONNX import (placelab.from_onnx, placelab graph --onnx)
+  python3-onnx
 )
 
 missing=()

@@ -1,4 +1,5 @@
-// placelab graph (--model NAME [--PARAM V ...] | --file F) [--training] [--stats] [--out F] [--json]
+// placelab graph (--model NAME [--PARAM V ...] | --file F | --onnx F [--input-shape NAME=D,..]) [--training] [--stats]
+//                [--out F] [--json]
 #include <map>
 #include <memory>
 #include <optional>
@@ -7,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "cli/common.h"
+#include "cli/onnx_import.h"
 #include "graphs/error.h"
 #include "graphs/io.h"
 #include "graphs/training.h"
@@ -17,7 +19,8 @@ namespace placelab::cli {
 namespace {
 
 struct GraphArgs {
-  std::string model, file, out;
+  std::string model, file, onnx, out;
+  std::vector<std::string> input_shapes;
   graphs::zoo::Params params;
   bool training = false, stats = false, json = false, list = false;
 };
@@ -74,13 +77,17 @@ void print_models(bool json) {
 
 void run(const GraphArgs& a) {
   if (a.list) return print_models(a.json);
-  if (a.model.empty() == a.file.empty())
-    throw Error("graph: give exactly one of --model NAME or --file F (placelab graph --list shows the models)");
-  if (!a.out.empty()) check_output("graph", "--out", a.out, {a.file});
+  if (int{!a.model.empty()} + int{!a.file.empty()} + int{!a.onnx.empty()} != 1)
+    throw Error("graph: give exactly one of --model NAME, --file F or --onnx F (placelab graph --list shows the "
+                "models)");
+  if (!a.out.empty()) check_output("graph", "--out", a.out, {a.file, a.onnx});
+  if (!a.input_shapes.empty() && a.onnx.empty()) throw Error("graph: --input-shape only applies with --onnx");
+  if (a.model.empty() && !a.params.empty()) throw Error("graph: model parameters only apply with --model");
   graphs::Graph g;
   if (!a.file.empty()) {
-    if (!a.params.empty()) throw Error("graph: model parameters only apply with --model");
     g = graphs::read_graph(a.file);
+  } else if (!a.onnx.empty()) {
+    g = import_onnx(a.onnx, a.input_shapes);
   } else {
     g = graphs::zoo::make_model(a.model, a.params);
   }
@@ -97,9 +104,12 @@ void run(const GraphArgs& a) {
 
 void add_graph_command(CLI::App& app) {
   auto args = std::make_shared<GraphArgs>();
-  CLI::App* cmd = app.add_subcommand("graph", "Build a zoo model or read a graph file; print its stats or write it");
+  CLI::App* cmd = app.add_subcommand("graph", "Build a zoo model, read a graph file or import an ONNX model; print its stats or write it");
   cmd->add_option("--model", args->model, "Zoo model name (see --list)");
   cmd->add_option("--file", args->file, "A placelab.graph JSON file");
+  cmd->add_option("--onnx", args->onnx, "An ONNX model, imported by the Python package (needs python3-onnx)");
+  cmd->add_option("--input-shape", args->input_shapes, "NAME=D,D,...: sizes of an ONNX input with symbolic ones")
+      ->allow_extra_args(false);
   cmd->add_flag("--training", args->training, "Expand to a training graph (forward + backward + update)");
   cmd->add_flag("--stats", args->stats, "Print op counts, FLOPs and bytes (the default without --out)");
   cmd->add_option("--out", args->out, "Write the graph as placelab.graph JSON");

@@ -102,7 +102,7 @@ def test_unparseable_files(tmp_path, text, message):
     (["--model", "alexnet"], "unknown model \"alexnet\""),
     (["--model", "resnet50", "--layers", "3"], "layers"),
     (["--model", "rnnlm", "--layers", "-2"], "layers"),
-    ([], "give exactly one of --model NAME or --file F"),
+    ([], "give exactly one of --model NAME, --file F or --onnx F"),
     (["--file", "./no/such.graph"], "./no/such.graph: no such file"),
 ])
 def test_bad_arguments(args, message):
