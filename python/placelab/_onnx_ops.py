@@ -418,10 +418,17 @@ _EVAL = {
     "Range": lambda n, v: np.arange(v[0], v[1], v[2]).astype(v[0].dtype),
     "ConstantOfShape": lambda n, v: np.full([int(d) for d in v[0]], n.attrs["value"].ravel()[0]
                                             if "value" in n.attrs else np.float32(0)),
+    "ScatterND": lambda n, v: _scatter_nd(*v[:3]),
     "Trilu": lambda n, v: (np.triu if n.attrs.get("upper", 1) else np.tril)(v[0], int(v[1]) if len(v) > 1 else 0),
     "ReduceProd": lambda n, v: _reduce(np.prod, n, v), "ReduceSum": lambda n, v: _reduce(np.sum, n, v),
     "ReduceMax": lambda n, v: _reduce(np.max, n, v), "ReduceMin": lambda n, v: _reduce(np.min, n, v),
 }
+
+
+def _scatter_nd(data, indices, updates):
+    out = data.copy()
+    out[tuple(np.moveaxis(indices.astype(np.int64), -1, 0))] = updates
+    return out
 
 
 def _numpy_type(onnx_type):

@@ -206,6 +206,7 @@ class _Tensors:
         self.initializers = {i.name: i for i in model.graph.initializer}
         self.values, self.sources = {}, {}
         self.inference_error = None
+        self.unevaluated = set()  # ids of folded nodes whose values are unknown: inference still sizes them
         for name, init in self.initializers.items():
             self.shapes[name], self.types[name] = tuple(init.dims), init.data_type
             self.sources[name] = frozenset([name])
@@ -304,8 +305,8 @@ def _unsized(nodes, t):
 
 
 def _infer(onnx, skeleton, t, nodes=None):
-    """Adds the sizes shape inference finds to `t`; given the nodes left after folding, on those alone, with the
-    folded values as initializers and the sizes known so far."""
+    """Adds the sizes shape inference finds to `t`; given nodes (those left after folding, and the folded ones
+    whose values are unknown), on those alone, with the folded values as initializers and the sizes known so far."""
     m = skeleton
     if nodes is not None:
         m = onnx.ModelProto()
@@ -365,6 +366,8 @@ def _fold(onnx, nodes, t):
             done.append(node)
             continue
         folded += 1
+        if not value or value[0] is None:
+            t.unevaluated.add(id(node))
         for k, out in enumerate(node.outputs):
             if out:
                 t.set_constant(out, value[k] if k < len(value) else None, sources)
@@ -543,12 +546,13 @@ def onnx_to_dict(model, name=None, input_shapes=None, caller="from_onnx"):
     skeleton, shapes = _fix_inputs(onnx, proto, input_shapes, origin)
     t = _Tensors(onnx, proto)
     _infer(onnx, skeleton, t)
-    nodes = [_Node(n.name or f"{n.op_type}_{k}", n.op_type, list(n.input), list(n.output), _attrs(onnx, n),
+    every = [_Node(n.name or f"{n.op_type}_{k}", n.op_type, list(n.input), list(n.output), _attrs(onnx, n),
                    proto=n) for k, n in enumerate(proto.graph.node)]
-    nodes, folded = _fold(onnx, nodes, t)
+    nodes, folded = _fold(onnx, every, t)
     lost = _unsized(nodes, t)
     while lost:  # sizes inference could not follow: again, with the folded values and the sizes found since
-        _infer(onnx, skeleton, t, nodes)
+        keep = {id(n) for n in nodes} | t.unevaluated
+        _infer(onnx, skeleton, t, [n for n in every if id(n) in keep])
         nodes, more = _fold(onnx, nodes, t)
         folded += more
         still = _unsized(nodes, t)
