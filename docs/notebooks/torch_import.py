@@ -91,3 +91,37 @@ viz.timeline(sim, sim.trace(placement), color_by="phase")
 # memory: every op moved to the CPU runs slower and its tensors cross PCIe, so the placers that split
 # the graph pay for it. A split can pay off when the GPU's memory does not hold the step (try a larger
 # batch or model), or across several GPUs: change the preset to `cpu-gpu-2` or `cpu-gpu-4` and rerun.
+
+# %% [markdown]
+# ## Three ways in: a recorded run, an ONNX file, the zoo
+#
+# The same model can also come in as an ONNX file (what every framework exports; `placelab graph --onnx F`
+# on the command line), and today's large models are in the zoo (`gpt`, `llama`, `mixtral`, `vit`, with
+# `shards` and `micro_batches` for tensor and pipeline parallelism). The ONNX export below is of the model in
+# eval mode, which folds each batch norm into its convolution: same products, fewer ops.
+
+# %%
+import os
+import tempfile
+
+path = os.path.join(tempfile.mkdtemp(), "mobilenet_v2.onnx")
+torch.onnx.export(model, example, path)
+ways = {"recorded run (from_torch)": forward, "ONNX (from_onnx)": pl.from_onnx(path),
+        "zoo: Llama, 2 layers of 7B's width": pl.make_model("llama", {"layers": 2, "seq_len": 256})}
+pd.DataFrame({"ops": [g.num_ops for g in ways.values()],
+              "GFLOP": [g.flops.sum() / 1e9 for g in ways.values()],
+              "parameters (M)": [g.param_bytes.sum() / 4e6 for g in ways.values()]}, index=list(ways))
+
+# %% [markdown]
+# ## When an import fails
+#
+# Recording imports whatever runs: Python loops are unrolled, shapes are concrete, and recurrent modules
+# (`nn.LSTM`, `nn.GRU`, their cells) become one cell op per layer and time step. If a module still cannot be
+# imported, the error is one line naming it and the two ways out: keep that module whole as one op
+# (`keep_whole=["its.path"]` or a module type; its FLOPs are the sum of what ran inside it), or export the
+# model to ONNX. `keep_whole` also coarsens on purpose, here the last inverted-residual block:
+
+# %%
+whole = pl.from_torch(model, example, keep_whole=["features.17"])
+print(f"{forward.num_ops} ops, {whole.num_ops} with features.17 as one op; "
+      f"FLOPs equal: {np.isclose(whole.flops.sum(), forward.flops.sum())}")
