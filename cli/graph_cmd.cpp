@@ -25,6 +25,14 @@ struct GraphArgs {
   bool training = false, stats = false, json = false, list = false;
 };
 
+/** Parameters of the model: the forward ops' resident bytes as float32 values (training adds optimizer state). */
+double parameter_count(const graphs::Graph& g) {
+  double bytes = 0;
+  for (graphs::OpId op = 0; op < g.num_ops(); ++op)
+    if (g.phase(op) == graphs::Phase::forward) bytes += g.param_bytes(op);
+  return bytes / 4;
+}
+
 nlohmann::json stats_json(const graphs::Graph& g) {
   graphs::GraphStats s = g.stats();
   return {{"name", g.name()},
@@ -41,6 +49,7 @@ nlohmann::json stats_json(const graphs::Graph& g) {
           {"bytes_written", s.bytes_written},
           {"output_bytes", s.output_bytes},
           {"param_bytes", s.param_bytes},
+          {"parameters", parameter_count(g)},
           {"edge_bytes", s.edge_bytes}};
 }
 
@@ -55,7 +64,8 @@ void print_stats(const graphs::Graph& g) {
   fmt::print("  FLOPs          {:>12}\n", human(s.flops, "FLOP"));
   fmt::print("  memory traffic {:>12}  read, {} written\n", human(s.bytes_read, "B"), human(s.bytes_written, "B"));
   fmt::print("  outputs        {:>12}\n", human(s.output_bytes, "B"));
-  fmt::print("  parameters     {:>12}\n", human(s.param_bytes, "B"));
+  fmt::print("  parameters     {:>12}  ({} float32 values in forward ops)\n", human(s.param_bytes, "B"),
+             human(parameter_count(g), ""));
   fmt::print("  edge tensors   {:>12}\n", human(s.edge_bytes, "B"));
 }
 

@@ -25,6 +25,16 @@ def test_stats_are_printed_for_people():
     assert "ops" in out and "FLOPs" in out and "parameters" in out
 
 
+@pytest.mark.parametrize("model, published", [("gpt", 124e6), ("llama", 6.74e9), ("mixtral", 46.7e9)])
+def test_stats_count_todays_models_parameters_as_published(model, published):
+    """GPT-2 small, Llama-2-7B and Mixtral 8x7B at the zoo's defaults: within 1% of the published counts, also for
+    a training step (whose resident bytes add Adam's state, which is not a parameter)."""
+    for extra in ([], ["--training"]):
+        stats = graph_json("--model", model, *extra)
+        assert abs(stats["parameters"] - published) / published < 0.01, (model, extra, stats["parameters"])
+    assert "float32 values" in placelab("graph", "--model", model, "--stats").stdout
+
+
 def test_model_parameters_and_training_expansion():
     two = graph_json("--model", "rnnlm", "--layers", "2")
     four = graph_json("--model", "rnnlm", "--layers", "4")
