@@ -18,6 +18,8 @@ packages=(
   python3-nbclient python3-nbformat python3-ipykernel python3-torch python3-torchvision
   # ONNX import (placelab.from_onnx, placelab graph --onnx)
   python3-onnx
+  # the CUDA build's bundle for a GPU machine (bench/cuda_check/make_bundle.sh: the binaries' RUNPATH out)
+  patchelf
 )
 
 missing=()

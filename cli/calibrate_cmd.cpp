@@ -19,7 +19,7 @@ namespace placelab::cli {
 namespace {
 
 struct CalibrateArgs {
-  std::string backend = "cpu", out, measurements, refit;
+  std::string backend = "cpu", out, measurements, refit, gpu_kernels = "library", gpu_math = "tf32";
   sim::replay::CalibrationOptions options;
   bool no_pin = false, json = false;
 };
@@ -29,6 +29,8 @@ void report(const CalibrateArgs& a, const sim::replay::Calibration& cal);
 void run(const CalibrateArgs& a) {
   sim::replay::CalibrationOptions options = a.options;
   options.replay.pin_threads = !a.no_pin;
+  options.replay.gpu_kernels = sim::replay::parse_gpu_kernels(a.gpu_kernels, "calibrate --gpu-kernels");
+  options.replay.gpu_math = sim::replay::parse_gpu_math(a.gpu_math, "calibrate --gpu-math");
   // Checked before minutes of measuring, not after.
   if (options.host && a.backend != "cuda")
     throw Error("calibrate: --host measures the host under the cuda backend (its ops run as host functions); "
@@ -60,10 +62,11 @@ void report(const CalibrateArgs& a, const sim::replay::Calibration& cal) {
   fmt::print("compute        {:>12}  (GEMM rate of large ops)\n", human(cal.roofline.flops_per_s, "FLOP/s"));
   fmt::print("memory         {:>12}  (streaming bandwidth)\n", human(cal.roofline.bandwidth_bytes_per_s, "B/s"));
   fmt::print("launch         {:>12}  (per op)\n", human(cal.roofline.launch_s, "s"));
+  if (!cal.gpu_kernels.empty()) fmt::print("GPU kernels    {} ({}): {}\n", cal.gpu_kernels, cal.gpu_math, cal.gpu_versions);
   // The roofline's points: launch, compute and memory ones (not the copies) of a device.
   auto roofline_points = [&](const std::string& device) {
     return std::count_if(cal.points.begin(), cal.points.end(),
-                         [&](const auto& p) { return p.device == device && p.what != "copy" && p.what != "shape"; });
+                         [&](const auto& p) { return p.device == device && p.what != "copy" && p.what != "shape" && p.what != "conv"; });
   };
   fmt::print("roofline fit   {:>11.1f}%  mean error over {} points\n", 100 * cal.roofline.mape, roofline_points(""));
   fmt::print("curves         {:>11.1f}%  mean error at sizes left out (efficiency by op class and size, used by the "
@@ -115,8 +118,13 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_flag("--quick", args->options.quick, "Three sizes per curve and short runs (seconds; a smoke test)");
   cmd->add_flag("--no-pin", args->no_pin, "CPU backend: do not pin device threads to cores");
   cmd->add_flag("--copy-threads", args->options.replay.copy_threads, "CPU backend: a copy thread per device pair");
+  cmd->add_option("--gpu-kernels", args->gpu_kernels,
+                  "CUDA backend: library (products on cuBLASLt, convolutions on cuDNN; default) or own (the project's GEMM kernel)");
+  cmd->add_option("--gpu-math", args->gpu_math, "CUDA backend: the libraries' arithmetic, tf32 (tensor cores; default) or fp32");
+  cmd->add_flag("--share-gpus", args->options.replay.share_gpus,
+                "CUDA backend: more --devices than GPUs run as further streams of the GPUs (round-robin)");
   cmd->add_flag("--contention", args->options.contention,
-                "CPU backend, 2+ devices: also measure one device alone, for the memory contention model");
+                "CPU backend (or --share-gpus), 2+ devices: also measure one device alone, for the contention model");
   cmd->add_flag("--json", args->json, "Print the measurements and fits as one JSON object");
   cmd->add_option("--refit", args->refit,
                   "Measure nothing: fit the points of this placelab.calibration file (--measurements) again");

@@ -25,13 +25,13 @@ namespace {
 
 /** Every device runs its own chain of `length` equal ops (each after the previous). */
 ReplayPlan chain_plan(int32_t devices, int32_t length, KernelKind kernel, double flops, double bytes,
-                      const std::string& kind, const graphs::GemmDims& gemm = {}) {
+                      const std::string& kind, const graphs::GemmDims& gemm = {}, const std::string& type = "") {
   ReplayPlan plan{.graph = "calibration-chain", .cluster = "calibration"};
   for (int32_t d = 0; d < devices; ++d) {
     plan.devices.push_back({.name = fmt::format("{}{}", kind, d), .kind = kind, .ops = {}});
     for (int32_t i = 0; i < length; ++i) {
       const auto id = static_cast<int32_t>(plan.ops.size());
-      plan.ops.push_back({.name = fmt::format("d{}/op{}", d, i), .type = std::string(kernel_kind_name(kernel)),
+      plan.ops.push_back({.name = fmt::format("d{}/op{}", d, i), .type = type.empty() ? std::string(kernel_kind_name(kernel)) : type,
                           .device = d, .kernel = kernel, .flops = flops, .bytes = bytes, .gemm = gemm,
                           .after_ops = i > 0 ? std::vector<int32_t>{id - 1} : std::vector<int32_t>{}});
       plan.devices[d].ops.push_back(id);
@@ -277,6 +277,7 @@ CurveFit fit_curves(std::span<const CalibrationPoint> points, const RooflineFit&
   double error = 0;
   int32_t inner = 0;
   for (auto [what, op_class, rate] : {std::tuple{"compute", "gemm", roofline.flops_per_s},
+                                      std::tuple{"conv", "conv", roofline.flops_per_s},
                                       std::tuple{"memory", "elementwise", roofline.bandwidth_bytes_per_s}}) {
     EfficiencyCurve curve = curve_of(points, what, device, rate, roofline.launch_s, error, inner);
     if (!curve.size.empty()) fit.curves.emplace(op_class, std::move(curve));
@@ -402,15 +403,21 @@ Calibration measure_pass(std::string_view backend, const CalibrationOptions& ask
   const double physical_memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
   Calibration cal{.backend = std::string(backend), .devices = options.devices};
   cal.copy_engine = backend != "cpu" || options.replay.copy_threads;
+  if (cuda_backend) {
+    cal.gpu_kernels = gpu_kernels_name(options.replay.gpu_kernels);
+    cal.gpu_math = gpu_math_name(options.replay.gpu_math);
+    cal.gpu_versions = cuda::versions();
+  }
   if (!cuda_backend) {
     cal.device_memory_bytes = physical_memory / options.devices;
   } else {
     std::string why;
     const int gpus = cuda::device_count(&why);
-    if (gpus < options.devices)
+    if (gpus == 0 || (gpus < options.devices && !options.replay.share_gpus))
       throw Error(fmt::format("calibrate --backend cuda: {} devices asked, {} GPUs usable{}", options.devices, gpus,
-                              gpus == 0 ? " (" + why + ")" : ""));
-    cal.device_memory_bytes = cuda::device_memory_bytes(0);
+                              gpus == 0 ? " (" + why + ")" : "; --share-gpus runs the extra devices as streams of the GPUs"));
+    // Devices sharing a GPU (streams) share its memory.
+    cal.device_memory_bytes = cuda::device_memory_bytes(0) / ((options.devices + gpus - 1) / gpus);
   }
   // The CUDA backend holds a plan behind a gate until it is all enqueued, as long as no stream queues
   // more than cuda::kGateLimit commands; longer chains would run ungated and measure the host's enqueue
@@ -431,6 +438,16 @@ Calibration measure_pass(std::string_view backend, const CalibrationOptions& ask
   constexpr double kGrowLaunches = 20;
   constexpr int32_t kMaxGrowth = 8;
   const bool grow = !options.quick || cuda_backend;
+  // Convolutions on cuDNN (the CUDA backend's libraries): "conv" points, 3x3 convolutions of 64 channels
+  // in and out on 14x14 images (a ResNet stage's), as many images as the size needs, for the conv curve.
+  const bool convolutions = cuda_backend && options.replay.gpu_kernels == GpuKernels::library;
+  constexpr double kConvImageFlops = 2.0 * 196 * 64 * 576;  // one image: 14.5 MFLOP
+  auto conv_dims = [](double flops) {
+    const int64_t images = std::max<int64_t>(1, std::llround(flops / kConvImageFlops));
+    return graphs::GemmDims{.batch = 1, .m = 196 * images, .n = 64, .k = 576};
+  };
+  const double conv_hi = options.quick ? 1e2 * kConvImageFlops : 1e3 * kConvImageFlops;
+  const int32_t conv_count = options.quick ? 3 : 10;
   auto measure = [&](const std::string& what, double size, const std::string& device, auto make) {
     const double t = per_op_s(backend, options, max_length, make);
     cal.points.push_back({.what = what, .size = size, .time_s = t, .device = device});
@@ -455,6 +472,14 @@ Calibration measure_pass(std::string_view backend, const CalibrationOptions& ask
     sweep(log_sizes(4e3, bytes_hi, memory_count), launch_s, [&](double b) {
       return measure("memory", b, device, [&](int32_t n) { return chain_plan(devices, n, KernelKind::memory, 0, b, device_kind); });
     });
+    if (convolutions && device_kind == "gpu")
+      sweep(log_sizes(kConvImageFlops, conv_hi, conv_count), launch_s, [&](double f) {
+        const graphs::GemmDims dims = conv_dims(f);
+        const double bytes = 4.0 * static_cast<double>(2 * dims.m * dims.n + dims.n * dims.k);  // input, output, filters
+        return measure("conv", dims.flops(), device, [&](int32_t n) {
+          return chain_plan(devices, n, KernelKind::compute, dims.flops(), bytes, device_kind, dims, "Conv2D");
+        });
+      });
     return fit_roofline(cal.points, device);
   };
   // A CPU backend's copy is made by its producer's core right after the producer, and how fast it goes
@@ -508,7 +533,8 @@ Calibration measure_pass(std::string_view backend, const CalibrationOptions& ask
     cal.points.back().gemm = d;
   }
   cal.shapes = fit_shapes(cal.points, cal.roofline, cal.curves);
-  if (backend == "cpu" && options.devices >= 2 && options.contention) {
+  // Devices that share a machine's resources: a CPU's cores (memory), or streams of one GPU (all of it).
+  if ((backend == "cpu" || options.replay.share_gpus) && options.devices >= 2 && options.contention) {
     measure_roofline(1, kind, "alone");  // its own fit is not used: the curves are against the shared roofline
     cal.alone = fit_curves(cal.points, cal.roofline, "alone");
   }
@@ -579,7 +605,7 @@ Cluster calibrated_cluster(const Calibration& cal) {
                             .efficiency = 1,
                             .efficiency_curves = cal.alone ? cal.alone->curves : cal.curves.curves,
                             .copy_engine = cal.copy_engine,
-                            .memory_domain = cal.alone ? "host" : "",
+                            .memory_domain = cal.alone ? (cal.backend == "cpu" ? "host" : "gpu") : "",
                             .contended_efficiency_curves = cal.alone ? cal.curves.curves
                                                                      : std::map<std::string, EfficiencyCurve>{},
                             .gemm_element_s = cal.shapes.element_s});
@@ -613,7 +639,7 @@ nlohmann::json calibration_to_json(const Calibration& cal) {
     nlohmann::json j = {{"what", p.what}, {"size", p.size}, {"time_s", p.time_s}};
     if (!p.device.empty()) j["device"] = p.device;
     if (p.gemm.known()) j["gemm"] = graphs::gemm_dims_to_json(p.gemm);
-    if (p.what == "compute" || p.what == "shape") j["flops_per_s"] = p.size / p.time_s;
+    if (p.what == "compute" || p.what == "shape" || p.what == "conv") j["flops_per_s"] = p.size / p.time_s;
     if (p.what == "memory" || p.what == "copy") j["bytes_per_s"] = p.size / p.time_s;
     points.push_back(j);
   }
@@ -637,6 +663,8 @@ nlohmann::json calibration_to_json(const Calibration& cal) {
                                     {"square_mape", cal.shapes.square_mape}}},
                         {"cluster", cluster_to_json(calibrated_cluster(cal))}};
   if (cal.alone) doc["alone_curves"] = {{"leave_one_out_mape", cal.alone->mape}};
+  if (!cal.gpu_kernels.empty())
+    doc["gpu"] = {{"kernels", cal.gpu_kernels}, {"math", cal.gpu_math}, {"versions", cal.gpu_versions}};
   auto link_json = [](const LinkFit& l) {
     nlohmann::json j{{"bandwidth_bytes_per_s", l.bandwidth_bytes_per_s}, {"latency_s", l.latency_s}, {"mape", l.mape},
                      {"curve_leave_one_out_mape", l.curve_mape}};
@@ -678,6 +706,14 @@ Calibration refit_calibration(const nlohmann::json& doc, const std::string& orig
                           .gemm = p.has("gemm") ? graphs::gemm_dims_from_json(p.at("gemm")) : graphs::GemmDims{}});
   }
   if (root.has("host")) cal.host = HostCalibration{.memory_bytes = root.at("host").at("memory_bytes").as_amount()};
+  if (root.has("gpu")) {
+    const io::JsonNode gpu = root.at("gpu");
+    cal.gpu_kernels = gpu.at("kernels").as_string();
+    cal.gpu_math = gpu.at("math").as_string();
+    cal.gpu_versions = gpu.at("versions").as_string();
+    if (cal.gpu_kernels != "library" && cal.gpu_kernels != "own") gpu.at("kernels").fail("must be \"library\" or \"own\"");
+    if (cal.gpu_math != "tf32" && cal.gpu_math != "fp32") gpu.at("math").fail("must be \"tf32\" or \"fp32\"");
+  }
   fit_points(cal);
   return cal;
 }

@@ -45,14 +45,15 @@ struct CalibrationOptions {
    * CPU backend with 2+ devices: also measure the launch, compute and memory sweep with one device alone,
    * for the memory contention model (Calibration::alone). Off by default: on the 2-core development VM
    * the two sweeps differ by bursts of noise, not by contention, and the model then costs accuracy
-   * (bench/results/fidelity.md).
+   * (bench/results/fidelity.md). Also for GPUs shared as streams (ReplayOptions::share_gpus), whose
+   * devices share all of a GPU: one stream alone gives the devices' own curves.
    */
   bool contention = false;
 };
 
 /** One measurement: what, at what size, and the seconds one op (or one transfer hop) took. */
 struct CalibrationPoint {
-  std::string what;  // "compute" (size = FLOPs), "memory" (bytes), "launch" (0), "copy" (bytes), "shape" (FLOPs)
+  std::string what;  // "compute" (size = FLOPs), "memory" (bytes), "launch" (0), "copy" (bytes), "shape" (FLOPs), "conv" (FLOPs)
   double size = 0;
   double time_s = 0;
   /** "" for the backend's own devices; "host" for the host measured by a CUDA calibration (its copies: to and from GPU 0). */
@@ -137,6 +138,8 @@ struct Calibration {
    */
   std::optional<CurveFit> alone;
   std::optional<HostCalibration> host;
+  /** CUDA backend: the kernels and arithmetic of the compute ops (ReplayOptions), and the versions that ran them. */
+  std::string gpu_kernels, gpu_math, gpu_versions;
 };
 
 /** Measures `backend` ("cpu" or "cuda"); throws placelab::Error when it is unavailable. */

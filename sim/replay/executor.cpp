@@ -33,6 +33,23 @@ void check_options(const ReplayOptions& options) {
                             options.arena_bytes));
 }
 
+std::string_view gpu_kernels_name(GpuKernels kernels) { return kernels == GpuKernels::library ? "library" : "own"; }
+
+std::string_view gpu_math_name(GpuMath math) { return math == GpuMath::tf32 ? "tf32" : "fp32"; }
+
+GpuKernels parse_gpu_kernels(std::string_view name, std::string_view where) {
+  for (GpuKernels k : {GpuKernels::library, GpuKernels::own})
+    if (gpu_kernels_name(k) == name) return k;
+  throw Error(fmt::format("{}: GPU kernels \"{}\": expected \"library\" (cuBLASLt and cuDNN) or \"own\" (the "
+                          "project's GEMM kernel)", where, name));
+}
+
+GpuMath parse_gpu_math(std::string_view name, std::string_view where) {
+  for (GpuMath m : {GpuMath::tf32, GpuMath::fp32})
+    if (gpu_math_name(m) == name) return m;
+  throw Error(fmt::format("{}: GPU math \"{}\": expected \"tf32\" (tensor cores) or \"fp32\"", where, name));
+}
+
 ReplayOptions with_default_arena(ReplayOptions options, double default_bytes) {
   if (options.arena_bytes == 0) options.arena_bytes = default_bytes;
   return options;
@@ -59,22 +76,29 @@ nlohmann::json replay_result_to_json(const ReplayPlan& plan, const ReplayResult&
     devices.push_back(dev);
   }
   const double error = plan.predicted_step_s > 0 ? result.step_time_s / plan.predicted_step_s - 1 : 0;
-  return {{"graph", plan.graph},
-          {"cluster", plan.cluster},
-          {"backend", result.backend},
-          {"ops", plan.ops.size()},
-          {"transfers", plan.transfers.size()},
-          {"predicted_step_s", plan.predicted_step_s},
-          {"measured_step_s", result.step_time_s},
-          {"relative_error", error},
-          {"step_times_s", result.step_times_s},
-          {"flops_done", result.flops_done},
-          {"bytes_streamed", result.bytes_streamed},
-          {"bytes_copied", result.bytes_copied},
-          {"wait_spin_s", result.wait_spin_s},
-          {"arena_bytes", result.arena_bytes},
-          {"copy_checksum", result.copy_checksum},
-          {"devices", devices}};
+  nlohmann::json doc = {{"graph", plan.graph},
+                        {"cluster", plan.cluster},
+                        {"backend", result.backend},
+                        {"ops", plan.ops.size()},
+                        {"transfers", plan.transfers.size()},
+                        {"predicted_step_s", plan.predicted_step_s},
+                        {"measured_step_s", result.step_time_s},
+                        {"relative_error", error},
+                        {"step_times_s", result.step_times_s},
+                        {"flops_done", result.flops_done},
+                        {"bytes_streamed", result.bytes_streamed},
+                        {"bytes_copied", result.bytes_copied},
+                        {"wait_spin_s", result.wait_spin_s},
+                        {"arena_bytes", result.arena_bytes},
+                        {"copy_checksum", result.copy_checksum},
+                        {"devices", devices}};
+  if (!result.gpu_kernels.empty()) {
+    doc["gpu_kernels"] = result.gpu_kernels;
+    doc["gpu_math"] = result.gpu_math;
+    doc["library_ops"] = result.library_ops;
+    doc["gpu_versions"] = result.gpu_versions;
+  }
+  return doc;
 }
 
 nlohmann::json replay_trace_json(const ReplayPlan& plan, const ReplayResult& result) {

@@ -26,6 +26,23 @@ inline constexpr double kCpuArenaBytes = 2.0 * (1 << 20);
 /** The CUDA backend's default arena per GPU (and for its host device). */
 inline constexpr double kCudaArenaBytes = 32.0 * (1 << 20);
 
+/**
+ * The CUDA backend's kernels for compute ops: products on cuBLASLt and convolutions on cuDNN (what a
+ * framework runs), or the project's own tiled GEMM for every compute op.
+ */
+enum class GpuKernels : uint8_t { library, own };
+/** The arithmetic of the CUDA backend's library calls: TF32 tensor cores (FP32 data) or FP32 FMAs. */
+enum class GpuMath : uint8_t { tf32, fp32 };
+
+/** "library" or "own". */
+std::string_view gpu_kernels_name(GpuKernels kernels);
+/** "tf32" or "fp32". */
+std::string_view gpu_math_name(GpuMath math);
+/** Parses a GpuKernels name; throws placelab::Error naming `where` and the choices. */
+GpuKernels parse_gpu_kernels(std::string_view name, std::string_view where);
+/** Parses a GpuMath name; throws placelab::Error naming `where` and the choices. */
+GpuMath parse_gpu_math(std::string_view name, std::string_view where);
+
 /** Knobs of a replay run. */
 struct ReplayOptions {
   /** Runs of the whole plan before measuring (page faults, caches, thread start-up). */
@@ -47,6 +64,15 @@ struct ReplayOptions {
    * 0: the backend's default, kCpuArenaBytes or kCudaArenaBytes.
    */
   double arena_bytes = 0;
+  /** CUDA backend: the libraries or the own GEMM kernel for compute ops on GPUs (host ops: the CPU kernels). */
+  GpuKernels gpu_kernels = GpuKernels::library;
+  /** CUDA backend: the library calls' arithmetic (the own kernel is FP32 FMAs whatever this says). */
+  GpuMath gpu_math = GpuMath::tf32;
+  /**
+   * CUDA backend: a plan with more GPU devices than there are GPUs runs the extra ones as further streams
+   * of the GPUs (device i on GPU i mod GPUs), each with its own arena, instead of being refused.
+   */
+  bool share_gpus = false;
   /** Called after every run (warm-up ones too) with a one-line status; the CLI prints it on stderr. */
   std::function<void(std::string_view)> progress;
 };
@@ -71,6 +97,11 @@ struct ReplayResult {
   double wait_spin_s = 0;    // CPU backend: how long a waiting thread spun before sleeping
                              // (10 ms with a core of its own, else 20 us)
   double arena_bytes = 0;    // each device's arena, as run (the backend's default when none was asked)
+  // CUDA backend: the kernels and arithmetic asked for, the GPU ops run by a library (the rest: the own
+  // kernels), and the versions of the driver, runtime and libraries that ran them.
+  std::string gpu_kernels, gpu_math;
+  int64_t library_ops = 0;
+  std::string gpu_versions;
 };
 
 /** "cpu" or "cuda"; anything else is a placelab::Error naming both. */

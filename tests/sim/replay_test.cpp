@@ -679,7 +679,8 @@ TEST_CASE("sim::replay::cuda: the GEMM kernel computes the product of its shape"
   // first half of the arena's 1024-float slots, B's in the second, filled with pattern(i); the checksum sums
   // C's valid elements (of every split's partial tile).
   constexpr int64_t kTile = 64, kDepth = 16, kSlotFloats = kTile * kDepth;
-  const ReplayOptions options = fast_options();
+  ReplayOptions options = fast_options();
+  options.gpu_kernels = GpuKernels::own;
   for (const graphs::GemmDims& d : {graphs::GemmDims{2, 70, 90, 40}, {1, 16, 64, 1024}}) {
     CAPTURE(d.batch, d.m, d.n, d.k);
     ReplayPlan plan{.graph = "gemm", .cluster = "one"};

@@ -26,6 +26,8 @@
 #include "graphs/error.h"
 #include "sim/replay/cpu/kernels.h"
 #include "sim/replay/cuda/kernels.h"
+#include "sim/replay/cuda/libraries.h"
+#include "sim/replay/library_calls.h"
 
 namespace placelab::sim::replay::cuda {
 
@@ -126,9 +128,13 @@ struct Device {
   int sms = 1;
   cudaStream_t stream = nullptr;
   // GPU: arena halves and the checksum in device memory; host: CPU memory and a pinned copy source.
+  // The own kernels, rings and copies use arena_floats of each half; library calls read their operands
+  // from all src_floats of src and write to dst (dst_floats), with a workspace.
   float* src = nullptr;
   float* dst = nullptr;
-  int64_t arena_floats = 0;
+  int64_t arena_floats = 0, src_floats = 0, dst_floats = 0;
+  GpuLibraries* libraries = nullptr;
+  void* workspace = nullptr;
   double* checksum = nullptr;
   std::unique_ptr<cpu::DeviceMemory> memory;
   double host_checksum = 0;
@@ -151,18 +157,19 @@ class Runner {
     for (const PlanDevice& d : plan.devices) {
       Device dev;
       dev.host = d.kind == "cpu";
-      if (!dev.host && next_gpu == gpus)
-        throw Error(fmt::format("replay --backend cuda: plan \"{}\" needs more GPUs than the {} here (device \"{}\")",
-                                plan.graph, gpus, d.name));
-      dev.gpu = dev.host ? 0 : next_gpu++;
+      if (!dev.host && next_gpu == gpus && !options.share_gpus)
+        throw Error(fmt::format("replay --backend cuda: plan \"{}\" needs more GPUs than the {} here (device \"{}\"); "
+                                "--share-gpus runs the extra devices as further streams of the GPUs", plan.graph, gpus, d.name));
+      dev.gpu = dev.host ? 0 : next_gpu++ % gpus;
       devices_.push_back(std::move(dev));
     }
-    for (const PlanOp& op : plan.ops)
-      if (op.kernel == KernelKind::compute && !devices_[op.device].host &&
-          replay_dims(op).n > kMaxGemmColumnTiles * kGemmTile)
+    prepare_library_calls();
+    for (size_t i = 0; i < plan.ops.size(); ++i)
+      if (const PlanOp& op = plan.ops[i]; op.kernel == KernelKind::compute && !devices_[op.device].host &&
+                                          calls_[i].empty() && replay_dims(op).n > kMaxGemmColumnTiles * kGemmTile)
         throw Error(fmt::format("replay --backend cuda: op \"{}\" has n = {} columns, more than the GEMM kernel's {}; "
-                                "swap its gemm dims' m and n", op.name, replay_dims(op).n, kMaxGemmColumnTiles * kGemmTile));
-    gpus_used_ = std::max(1, next_gpu);
+                                "swap its gemm dims' m and n (or run it on the libraries)", op.name, replay_dims(op).n, kMaxGemmColumnTiles * kGemmTile));
+    gpus_used_ = std::clamp(next_gpu, 1, gpus);
     try {
       allocate();
     } catch (...) {
@@ -210,7 +217,8 @@ class Runner {
       out.device_busy_s[plan_.ops[i].device] += out.op_end_s[i] - out.op_start_s[i];
       const Device& d = devices_[plan_.ops[i].device];
       if (plan_.ops[i].kernel == KernelKind::compute)
-        out.flops_done += d.host ? replay_dims(plan_.ops[i]).flops() : gemm_flops_executed(gemm_size(replay_dims(plan_.ops[i])));
+        out.flops_done += d.host || !calls_[i].empty() ? replay_dims(plan_.ops[i]).flops()
+                                                       : gemm_flops_executed(gemm_size(replay_dims(plan_.ops[i])));
       if (plan_.ops[i].kernel == KernelKind::memory) out.bytes_streamed += 8.0 * static_cast<double>(cpu::stream_elements(plan_.ops[i].bytes));
     }
     for (const PlanTransfer& x : plan_.transfers) out.bytes_copied += 4.0 * static_cast<double>(floats_of(x.bytes));
@@ -224,11 +232,83 @@ class Runner {
       }
       out.device_checksum.push_back(sum);
     }
+    out.gpu_kernels = gpu_kernels_name(options_.gpu_kernels);
+    out.gpu_math = gpu_math_name(options_.gpu_math);
+    out.library_ops = library_ops_;
+    out.gpu_versions = gpu_versions();
     return out;
   }
 
  private:
   static int64_t floats_of(double bytes) { return std::max<int64_t>(bytes > 0 ? 1 : 0, std::llround(bytes / 4)); }
+
+  /** Each GPU compute op's library calls, prepared (none: the own GEMM kernel runs it, as when a library has no algorithm). */
+  void prepare_library_calls() {
+    calls_.resize(plan_.ops.size());
+    if (options_.gpu_kernels != GpuKernels::library) return;
+    for (size_t i = 0; i < plan_.ops.size(); ++i) {
+      const PlanOp& op = plan_.ops[i];
+      Device& d = devices_[op.device];
+      if (op.kernel != KernelKind::compute || d.host) continue;
+      if (!d.libraries) d.libraries = &GpuLibraries::of(d.gpu);
+      for (const LibraryCall& call : library_calls(op, has_cudnn())) {
+        const PreparedCall* p = d.libraries->prepare(call, options_.gpu_math);
+        if (!p) {
+          calls_[i].clear();
+          break;
+        }
+        calls_[i].push_back(p);
+      }
+      library_ops_ += !calls_[i].empty();
+    }
+  }
+
+  /**
+   * Sizes device `d`'s regions for its library calls: operands from a region of up to four times the
+   * largest call's (each call's after the last one's, so that an op reads data of its own, as on the
+   * CPU), outputs into one of the largest output. Throws when they do not fit the GPU's free memory.
+   */
+  void size_library_regions(size_t d, int64_t half) {
+    Device& dev = devices_[d];
+    int64_t in = 0, out = 0;
+    size_t workspace = 1;
+    const PlanOp* largest = nullptr;
+    for (int32_t i : plan_.devices[d].ops)
+      for (const PreparedCall* p : calls_[i]) {
+        if (call_of(*p).input_span() > in) in = call_of(*p).input_span(), largest = &plan_.ops[i];
+        out = std::max(out, call_of(*p).output_floats());
+        workspace = std::max(workspace, workspace_bytes(*p));
+      }
+    size_t free = 0, total = 0;
+    PLACELAB_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    const double room = 0.8 * static_cast<double>(free) / sizeof(float) - static_cast<double>(workspace) / sizeof(float);
+    if (largest && static_cast<double>(in + out + 2 * half) > room)
+      throw Error(fmt::format("replay --backend cuda: the library calls of op \"{}\" need {:.3g} GB of operands on GPU {}, "
+                              "more than its free memory allows ({:.3g} GB); replay with --gpu-kernels own (its operands "
+                              "cycle through the arena)", largest->name, 4e-9 * static_cast<double>(in + out), dev.gpu,
+                              1e-9 * static_cast<double>(free)));
+    const bool room_for_four = static_cast<double>(4 * in + out + 2 * half) <= room;
+    dev.src_floats = std::max(half, room_for_four ? 4 * in : in);
+    dev.dst_floats = std::max(half, out);
+    PLACELAB_CUDA_CHECK(cudaMalloc(&dev.workspace, workspace));
+  }
+
+  /**
+   * Runs every distinct library call of device `d` once, outside any measured run: a library's kernels
+   * load on first use (CUDA's lazy loading), which may wait for the device to be idle, i.e. behind a
+   * closed gate.
+   */
+  void prime_library_calls(size_t d) {
+    Device& dev = devices_[d];
+    std::vector<const PreparedCall*> seen;
+    for (int32_t i : plan_.devices[d].ops)
+      for (const PreparedCall* p : calls_[i])
+        if (std::find(seen.begin(), seen.end(), p) == seen.end()) {
+          seen.push_back(p);
+          dev.libraries->run(*p, dev.src, dev.dst, dev.workspace, dev.stream);
+        }
+    PLACELAB_CUDA_CHECK(cudaStreamSynchronize(dev.stream));
+  }
 
   void allocate() {
     const auto half = std::max<int64_t>(1024, static_cast<int64_t>(options_.arena_bytes / 8));
@@ -247,12 +327,14 @@ class Runner {
         for (int64_t i = 0; i < dev.pinned_floats; ++i) dev.pinned_src[i] = cpu::pattern(i);
         continue;
       }
-      dev.arena_floats = half;
-      PLACELAB_CUDA_CHECK(cudaMalloc(&dev.src, static_cast<size_t>(half) * sizeof(float)));
-      PLACELAB_CUDA_CHECK(cudaMalloc(&dev.dst, static_cast<size_t>(half) * sizeof(float)));
+      dev.arena_floats = dev.src_floats = dev.dst_floats = half;
+      if (dev.libraries) size_library_regions(d, half);
+      PLACELAB_CUDA_CHECK(cudaMalloc(&dev.src, static_cast<size_t>(dev.src_floats) * sizeof(float)));
+      PLACELAB_CUDA_CHECK(cudaMalloc(&dev.dst, static_cast<size_t>(dev.dst_floats) * sizeof(float)));
       PLACELAB_CUDA_CHECK(cudaMalloc(&dev.checksum, kChecksumDoubles * sizeof(double)));
-      PLACELAB_CUDA_CHECK(launch_fill(dev.src, half, dev.stream));
+      PLACELAB_CUDA_CHECK(launch_fill(dev.src, dev.src_floats, dev.stream));
       PLACELAB_CUDA_CHECK(cudaStreamSynchronize(dev.stream));
+      if (dev.libraries) prime_library_calls(d);
     }
     // Peer access where the GPUs allow it; cudaMemcpyPeerAsync stages through the host otherwise.
     for (const PlanTransfer& x : plan_.transfers) {
@@ -326,10 +408,13 @@ class Runner {
                       .checksum = &d.host_checksum};
     }
     order_ = causal_order();
-    // The gate holds every stream; a stream can queue only so much, so large plans run ungated.
+    // The gate holds every stream; a stream can queue only so much, so large plans run ungated. A library
+    // call counts as one kernel (some launch more; the watchdog opens the gate if a queue fills).
     std::vector<int64_t> per_stream(devices_.size() + pairs_.size(), 0);
-    for (const PlanOp& op : plan_.ops) {
-      per_stream[op.device] += kCommandsPerOp + static_cast<int64_t>(op.after_transfers.size());
+    for (size_t i = 0; i < plan_.ops.size(); ++i) {
+      const PlanOp& op = plan_.ops[i];
+      const auto extra_calls = static_cast<int64_t>(std::max<size_t>(1, calls_[i].size()) - 1);
+      per_stream[op.device] += kCommandsPerOp + extra_calls + static_cast<int64_t>(op.after_transfers.size());
       for (int32_t q : op.after_ops) per_stream[op.device] += plan_.ops[q].device != op.device;
     }
     for (size_t t = 0; t < plan_.transfers.size(); ++t) per_stream[devices_.size() + pair_of_transfer_[t]] += 4;
@@ -392,11 +477,12 @@ class Runner {
       PLACELAB_CUDA_CHECK(cudaSetDevice(p.gpu));
       PLACELAB_CUDA_CHECK(cudaStreamWaitEvent(p.stream, zero_[p.gpu], 0));
     }
-    std::vector<int64_t> cursor(devices_.size(), 0), operand_cursor(devices_.size(), 0);
+    Cursors cursors{.stream = std::vector<int64_t>(devices_.size(), 0), .operands = std::vector<int64_t>(devices_.size(), 0),
+                    .library = std::vector<int64_t>(devices_.size(), 0)};
     std::vector<int64_t> src_cursor(pairs_.size(), 0), dst_cursor(pairs_.size(), 0);
     for (int32_t v : order_) {
       if (v < n) {
-        enqueue_op(v, cursor, operand_cursor);
+        enqueue_op(v, cursors);
       } else {
         enqueue_transfer(v - n, src_cursor, dst_cursor);
       }
@@ -411,7 +497,12 @@ class Runner {
     return stalled;
   }
 
-  void enqueue_op(int32_t i, std::vector<int64_t>& cursor, std::vector<int64_t>& operand_cursor) {
+  /** Per device: where the next memory op streams from, and where the next compute op's operands start. */
+  struct Cursors {
+    std::vector<int64_t> stream, operands, library;
+  };
+
+  void enqueue_op(int32_t i, Cursors& cursors) {
     const PlanOp& op = plan_.ops[i];
     Device& d = devices_[op.device];
     PLACELAB_CUDA_CHECK(cudaSetDevice(d.gpu));
@@ -422,15 +513,25 @@ class Runner {
     PLACELAB_CUDA_CHECK(cudaEventRecord(start_[i], d.stream));
     if (d.host) {
       PLACELAB_CUDA_CHECK(cudaLaunchHostFunc(d.stream, run_host_op, &host_ops_[i]));
+    } else if (!calls_[i].empty()) {
+      for (const PreparedCall* p : calls_[i]) {  // operands after the last call's, wrapping
+        int64_t& at = cursors.library[op.device];
+        const int64_t span = aligned_floats(call_of(*p).input_span());
+        if (at + span > d.src_floats) at = 0;
+        d.libraries->run(*p, d.src + at, d.dst, d.workspace, d.stream);
+        at += span;
+      }
     } else if (op.kernel == KernelKind::compute) {
       // Each op's operands after the last one's, as on the CPU: not the ones the op before left in the L2.
       const graphs::GemmDims dims = replay_dims(op);
-      PLACELAB_CUDA_CHECK(launch_gemm(gemm_size(dims), d.src, d.arena_floats, operand_cursor[op.device], d.dst, d.arena_floats, d.checksum, d.sms, d.stream));
-      operand_cursor[op.device] = next_operands(operand_cursor[op.device], dims, d.arena_floats);
+      int64_t& at = cursors.operands[op.device];
+      PLACELAB_CUDA_CHECK(launch_gemm(gemm_size(dims), d.src, d.arena_floats, at, d.dst, d.arena_floats, d.checksum, d.sms, d.stream));
+      at = next_operands(at, dims, d.arena_floats);
     } else if (op.kernel == KernelKind::memory) {
       const int64_t elements = cpu::stream_elements(op.bytes);
-      PLACELAB_CUDA_CHECK(launch_stream(d.src, d.dst, d.arena_floats, cursor[op.device], elements, d.checksum, d.sms, d.stream));
-      cursor[op.device] = (cursor[op.device] + elements) % d.arena_floats;
+      int64_t& at = cursors.stream[op.device];
+      PLACELAB_CUDA_CHECK(launch_stream(d.src, d.dst, d.arena_floats, at, elements, d.checksum, d.sms, d.stream));
+      at = (at + elements) % d.arena_floats;
     } else {
       PLACELAB_CUDA_CHECK(launch_empty(d.stream));
     }
@@ -495,6 +596,7 @@ class Runner {
       if (d.src) cudaFree(d.src);
       if (d.dst) cudaFree(d.dst);
       if (d.checksum) cudaFree(d.checksum);
+      if (d.workspace) cudaFree(d.workspace);
       if (d.pinned_src) cudaFreeHost(d.pinned_src);
     }
     if (gate_flag_) cudaFreeHost(gate_flag_);
@@ -511,6 +613,8 @@ class Runner {
   std::vector<cudaEvent_t> events_, start_, end_, xstart_, xend_, zero_;
   std::vector<cudaStream_t> gate_streams_;
   std::vector<HostOp> host_ops_;
+  std::vector<std::vector<const PreparedCall*>> calls_;  // per op: its library calls (none: the own kernels)
+  int64_t library_ops_ = 0;
   std::vector<int32_t> order_;
   int* gate_flag_ = nullptr;
   int* gate_device_ = nullptr;
@@ -532,6 +636,8 @@ int device_count(std::string* why) {
   if (count == 0 && why) *why = "no CUDA device found";
   return count;
 }
+
+std::string versions() { return gpu_versions(); }
 
 double device_memory_bytes(int device) {
   cudaDeviceProp prop{};

@@ -1,8 +1,9 @@
 // The CUDA replay backend: each plan device of kind "cpu" is the host, every other device is the next
 // GPU. One stream per device and one copy stream per ordered device pair; events carry the
-// dependencies; ops run synthetic compute-bound (FMA chains) or memory-bound (streaming) kernels sized
-// to their FLOPs or bytes; transfers are peer copies (GPU to GPU) or pinned-host copies. Built only where
-// nvcc exists (PLACELAB_BUILD_CUDA); elsewhere a stub says so. See docs/replay.md.
+// dependencies; compute ops run their products on cuBLASLt and their convolutions on cuDNN (or on the
+// project's own tiled GEMM kernel), memory-bound ops a streaming kernel sized to their bytes; transfers
+// are peer copies (GPU to GPU) or pinned-host copies. Built only where nvcc exists (PLACELAB_BUILD_CUDA);
+// elsewhere a stub says so. See docs/replay.md.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +32,9 @@ bool built();
 
 /** Usable GPUs; 0 with the reason in `*why` (built without CUDA, no driver, no device). */
 int device_count(std::string* why = nullptr);
+
+/** The driver, runtime and libraries a CUDA replay runs with ("" without CUDA); see libraries.h. */
+std::string versions();
 
 /** Memory of GPU `device` in bytes (0 without CUDA). */
 double device_memory_bytes(int device);

@@ -18,6 +18,8 @@ int device_count(std::string* why) {
   return 0;
 }
 
+std::string versions() { return ""; }
+
 double device_memory_bytes(int /*device*/) { return 0; }
 
 ReplayResult replay(const ReplayPlan& /*plan*/, const ReplayOptions& /*options*/) {
