@@ -253,44 +253,36 @@ std::optional<Tensor> causal_mask(NetBuilder& b, const Config& c) {
 
 }  // namespace
 
-Graph build_gpt(const Args& args) {
-  const Config c = config_of(args, Family::gpt, true);
-  const int32_t layers = args.int32("layers");
-  NetBuilder b("gpt");
-  b.set_layer(0);
-  std::vector<Tensor> xs(static_cast<size_t>(c.micro_batches));
-  per_micro_batch(b, c, [&](int64_t r) {
-    auto s = b.scope("embeddings");
-    Tensor tokens = b.in_scope("token", [&] {
-      return b.embedding(b.input("input_ids", {c.batch, c.seq}), args.integer("vocab"), c.hidden);
-    });
-    Tensor positions = b.in_scope(
-        "position", [&] { return b.embedding(b.constant("position_ids", {c.seq}), c.seq, c.hidden); });
-    xs[r] = b.add(tokens, positions);
-  });
-  decoder_layers(b, c, xs, layers, causal_mask(b, c));
-  b.set_layer(layers);
-  // Tied to the token embedding, as GPT-2's.
-  per_micro_batch(b, c, [&](int64_t r) { lm_head(b, c, xs[r], args.integer("vocab"), false); });
-  return std::move(b).build();
-}
+namespace {
 
-Graph build_llama(const Args& args) {
-  const Config c = config_of(args, Family::llama, true);
+/** GPT or Llama: the token embedding (GPT adds learned positions), the blocks and the LM head. */
+Graph build_decoder(const Args& args, Family family) {
+  const Config c = config_of(args, family, true);
   const int32_t layers = args.int32("layers");
+  const int64_t vocab = args.integer("vocab");
   NetBuilder b(std::string(args.model()));
   b.set_layer(0);
   std::vector<Tensor> xs(static_cast<size_t>(c.micro_batches));
   per_micro_batch(b, c, [&](int64_t r) {
-    xs[r] = b.in_scope("embeddings", [&] {
-      return b.embedding(b.input("input_ids", {c.batch, c.seq}), args.integer("vocab"), c.hidden);
-    });
+    auto s = b.scope("embeddings");
+    xs[r] = b.in_scope("token", [&] { return b.embedding(b.input("input_ids", {c.batch, c.seq}), vocab, c.hidden); });
+    if (family == Family::llama) return;  // its positions are rotations inside the attention
+    Tensor positions = b.in_scope(
+        "position", [&] { return b.embedding(b.constant("position_ids", {c.seq}), c.seq, c.hidden); });
+    xs[r] = b.add(xs[r], positions);
   });
   decoder_layers(b, c, xs, layers, causal_mask(b, c));
   b.set_layer(layers);
-  per_micro_batch(b, c, [&](int64_t r) { lm_head(b, c, xs[r], args.integer("vocab"), true); });
+  // GPT-2's head is tied to the token embedding; Llama's has weights of its own.
+  per_micro_batch(b, c, [&](int64_t r) { lm_head(b, c, xs[r], vocab, family == Family::llama); });
   return std::move(b).build();
 }
+
+}  // namespace
+
+Graph build_gpt(const Args& args) { return build_decoder(args, Family::gpt); }
+
+Graph build_llama(const Args& args) { return build_decoder(args, Family::llama); }
 
 Graph build_vit(const Args& args) {
   const int64_t image = args.integer("image_size"), patch = args.integer("patch");

@@ -137,7 +137,8 @@ Tensor NetBuilder::op(const OpDef& def, std::span<const Tensor> inputs) {
   // Reading one tensor twice moves it once.
   for (auto [src, bytes] : edge_scratch_) {
     auto weights = resident_.find(src);
-    graph_.add_edge(src, id, std::min(bytes, weights != resident_.end() ? weights->second : graph_.op(src).output_bytes));
+    const double readable = weights != resident_.end() ? weights->second : graph_.op(src).output_bytes;
+    graph_.add_edge(src, id, std::min(bytes, readable));
   }
   return {id, def.out};
 }
