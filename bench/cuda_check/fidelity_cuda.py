@@ -70,6 +70,7 @@ class Run:
         self.args, self.started = args, time.time()
         self.work = tempfile.mkdtemp(prefix="fidelity_cuda_")
         self.failures = []
+        self.notes = []  # what the runs said on stderr that matters (gated runs that stalled)
 
     def left(self):
         return self.args.budget_s - (time.time() - self.started)
@@ -89,6 +90,9 @@ class Run:
         if proc.returncode != 0:
             self.failures.append(f"placelab {' '.join(args[:4])}: {proc.stderr.strip()[-2000:]}")
             return None
+        stalls = [line for line in proc.stderr.splitlines() if "stalled" in line]
+        if stalls:
+            self.notes.append(f"placelab {args[0]} ({len(stalls)} lines): {stalls[0]}")
         return proc.stdout
 
 
@@ -322,11 +326,13 @@ def report(run, rows_by_graph, raw, calibration, torch_report):
         lines += ["**The PyTorch step beside the single-GPU replay and prediction** (torch_step.py)", "",
                   torch_step_table(torch_rows), ""]
     lines += [f"- {f}" for f in run.failures] or ["- no step failed"]
+    lines += [f"- note: {n}" for n in run.notes]
     summary = "\n".join(lines) + "\n"
     with open(os.path.join(args.out, "summary.md"), "w") as f:
         f.write(summary)
     result = {"environment": environment(calibration, torch_report), "arguments": vars(args), "calibration": calibration,
-              "per_graph": per_graph, "rows": all_rows, "torch": torch_rows, "failures": run.failures}
+              "per_graph": per_graph, "rows": all_rows, "torch": torch_rows, "failures": run.failures,
+              "notes": run.notes}
     with gzip.GzipFile(os.path.join(args.out, "fidelity_cuda.json.gz"), "wb", mtime=0) as f:
         f.write(json.dumps(result, indent=1).encode())
     with open(os.path.join(run.work, "replays.jsonl"), "w") as f:
