@@ -60,7 +60,7 @@ def load(name, path):
 
 
 fidelity = load("fidelity", os.path.join(HERE, "..", "fidelity.py"))  # its statistics and topological order
-torch_step = load("torch_step", os.path.join(HERE, "torch_step.py"))  # the models and their zoo sizes
+torch_step = load("torch_step", os.path.join(HERE, "torch_step.py"))  # the models' zoo sizes (torch not imported)
 
 
 class Run:
@@ -226,17 +226,26 @@ def trace(run, graph_file, cluster, device_of, path):
 
 
 def pytorch_reference(run, cluster):
-    """torch_step.py's report (each model's PyTorch step, replay and prediction on one GPU), or {} if it failed."""
+    """torch_step.py's report (each model's PyTorch step, replay and prediction on one GPU), or {} if it failed.
+    A process of its own, so that its time is bounded like every step's."""
     a = run.args
-    argv = ["--bin", a.bin, "--cluster", cluster, "--out", os.path.join(a.out, "torch_step.json"),
-            "--models", ",".join(a.graphs)]
+    out = os.path.join(a.out, "torch_step.json")
+    argv = ["--bin", a.bin, "--cluster", cluster, "--out", out, "--models", ",".join(a.graphs)]
     argv += (["--device", "cpu", "--tiny", "--backend", "cpu", "--warmup", "1", "--steps", "2", "--replay-repeats", "1"]
              if a.dry_run else ["--device", "cuda", "--warmup", "5", "--steps", "20"])
+    timeout = min(240, run.left() / 3)
+    print(f"+ torch_step.py {' '.join(argv)}", file=sys.stderr, flush=True)
     try:
-        return torch_step.main(argv)
-    except Exception as e:  # noqa: BLE001 - report, go on with the fidelity study
-        run.failures.append(f"torch_step.py: {type(e).__name__}: {e}")
+        proc = subprocess.run([sys.executable, os.path.join(HERE, "torch_step.py"), *argv], capture_output=True,
+                              text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        run.failures.append(f"torch_step.py: no answer in {timeout:.0f} s")
         return {}
+    if proc.returncode != 0:
+        run.failures.append(f"torch_step.py: {proc.stderr.strip()[-2000:]}")
+        return {}
+    with open(out) as f:
+        return json.load(f)
 
 
 def table(title, metrics_by_name):
