@@ -246,8 +246,9 @@ TEST_CASE("sim::replay::cuda: cuBLASLt and cuDNN compute what the CPU references
   else
     WARN("built without cuDNN: only the products are checked");
   for (GpuMath math : {GpuMath::fp32, GpuMath::tf32}) {
-    // TF32 keeps 10 bits of each operand's mantissa: an error of ~1e-3 of the terms' magnitudes.
-    const double tolerance = math == GpuMath::fp32 ? 1e-5 : 4e-3;
+    // TF32 keeps 10 bits of each operand's mantissa: an error of ~1e-3 of the terms' magnitudes; FP32's
+    // Winograd and FFT algorithms lose a few bits too. A wrong layout or pass is off by the magnitude itself.
+    const double tolerance = math == GpuMath::fp32 ? 1e-4 : 1e-2;
     for (const LibraryCall& call : calls) {
       CAPTURE(gpu_math_name(math), static_cast<int>(call.pass), call.gemm.m, call.conv.c, call.conv.stride);
       const std::array<int64_t, 2> sizes = call.input_floats();
