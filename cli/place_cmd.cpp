@@ -13,6 +13,7 @@
 #include "cli/placing.h"
 #include "graphs/error.h"
 #include "graphs/json_util.h"
+#include "policy/memory_verdict.h"
 #include "policy/rl/comm.h"
 #include "sim/placement.h"
 #include "sim/presets.h"
@@ -119,19 +120,24 @@ PlacerRun run_placer(const sim::Simulator& simulator, const std::string& placer,
     throw Error(fmt::format("placer {} returned an invalid placement: {}", placer, e.what()));
   }
   r.sim = simulator.simulate(r.result.device_of);
+  policy::add_memory_verdict(r.result.info, r.sim, simulator.cluster());
   return r;
 }
 
 void print_runs_table(std::span<const PlacerRun> runs) {
   double slowest = 0;
   for (const auto& r : runs) slowest = std::max(slowest, r.sim.step_time_s);
-  fmt::print("{:<16} {:>12} {:>8} {:>12} {:>5} {:>12} {:>12}\n", "placer", "step time", "speed-up", "peak mem", "OOM",
+  // OOM: "no", or the largest excess of a device over its capacity.
+  fmt::print("{:<16} {:>12} {:>8} {:>12} {:>11} {:>12} {:>12}\n", "placer", "step time", "speed-up", "peak mem", "OOM",
              "bytes moved", "place time");
   for (const auto& r : runs)
-    fmt::print("{:<16} {:>12} {:>7.2f}x {:>12} {:>5} {:>12} {:>12}\n", r.placer, human(r.sim.step_time_s, "s"),
+    fmt::print("{:<16} {:>12} {:>7.2f}x {:>12} {:>11} {:>12} {:>12}\n", r.placer, human(r.sim.step_time_s, "s"),
                r.sim.step_time_s > 0 ? slowest / r.sim.step_time_s : 1.0,
                human(*std::max_element(r.sim.device_peak_bytes.begin(), r.sim.device_peak_bytes.end()), "B"),
-               r.sim.oom ? "yes" : "no", human(r.sim.total_bytes_moved, "B"), human(r.placement_time_s, "s"));
+               r.sim.oom ? "+" + human(*std::max_element(r.sim.device_excess_bytes.begin(),
+                                                         r.sim.device_excess_bytes.end()), "B")
+                         : std::string("no"),
+               human(r.sim.total_bytes_moved, "B"), human(r.placement_time_s, "s"));
 }
 
 nlohmann::json run_to_json(const PlacerRun& r, const sim::Cluster& c) {

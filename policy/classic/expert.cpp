@@ -3,8 +3,10 @@
 // GPU (Wu et al. 2016, as GDP and Placeto ran it), except that the slices of a sharded softmax
 // (softmax/shard<k>/) are spread over all GPUs, as GNMT partitions its softmax (Wu et al. 2016, section 3,
 // figure 1); Inception-v3 and ResNet-50 on one GPU; Transformer-XL,
-// WaveNet, AmoebaNet, NASNet and BERT in contiguous blocks of layers balanced by compute; any other graph
-// in contiguous balanced blocks of its topological order. Training graphs follow their forward ops through
+// WaveNet, AmoebaNet, NASNet and BERT in contiguous blocks of layers balanced by compute; today's decoders
+// (GPT, Llama, Mixtral, ViT) in equal pipeline stages of layers, with their tensor-parallel shards spread
+// over a group of GPUs inside a node (Megatron-LM, Narayanan et al. 2021); any other graph in contiguous
+// balanced blocks of its topological order. Training graphs follow their forward ops through
 // colocation. With {"split_file": F}, an msr-dnn-partitioning human-expert split (Tarnawski et al.).
 #include <algorithm>
 #include <charconv>
@@ -21,7 +23,7 @@ namespace placelab::policy {
 
 namespace {
 
-enum class Rule { layer_wise, one_gpu, layer_blocks, topo_blocks };
+enum class Rule { layer_wise, one_gpu, layer_blocks, pipeline, topo_blocks };
 
 Rule rule_of(std::string_view name) {
   for (std::string_view m : {"gnmt", "rnnlm", "nmt_"})
@@ -30,6 +32,8 @@ Rule rule_of(std::string_view name) {
     if (name.starts_with(m)) return Rule::one_gpu;
   for (std::string_view m : {"transformer_xl", "wavenet", "amoebanet", "nasnet", "bert"})
     if (name.starts_with(m)) return Rule::layer_blocks;
+  for (std::string_view m : {"gpt", "llama", "mixtral", "vit"})
+    if (name.starts_with(m)) return Rule::pipeline;
   return Rule::topo_blocks;
 }
 
@@ -38,6 +42,7 @@ std::string_view rule_name(Rule r) {
     case Rule::layer_wise: return "layer-wise, head on the last GPU, softmax slices over all GPUs";
     case Rule::one_gpu: return "one GPU";
     case Rule::layer_blocks: return "contiguous layer blocks balanced by compute";
+    case Rule::pipeline: return "pipeline stages of equal layer counts, shards tensor-parallel inside a node";
     case Rule::topo_blocks: return "contiguous topological blocks balanced by compute";
   }
   return "";
@@ -64,17 +69,19 @@ std::vector<int32_t> unit_layers(const Units& units) {
   return layer;
 }
 
-/** Per unit: k if one of its ops sits under "softmax/shard<k>/" (a slice of a sharded softmax), else -1. */
-std::vector<int32_t> softmax_shards(const Units& units) {
-  constexpr std::string_view kPrefix = "softmax/shard";
+/**
+ * Per unit: k if one of its ops sits under "<prefix><k>/" (prefix "softmax/shard": a slice of GNMT's sharded
+ * softmax; "shard": a decoder's tensor-parallel shard), the prefix starting a path segment, else -1.
+ */
+std::vector<int32_t> unit_shards(const Units& units, std::string_view prefix) {
   const graphs::Graph& g = units.simulator().graph();
   std::vector<int32_t> shard(units.num_units(), -1);
   for (int32_t u = 0; u < units.num_units(); ++u)
     for (graphs::OpId op : units.ops(u)) {
       const std::string& name = g.op_name(op);
-      const size_t at = name.find(kPrefix);
+      const size_t at = name.find(prefix);
       if (at == std::string::npos || (at > 0 && name[at - 1] != '/')) continue;
-      const char* digits = name.data() + at + kPrefix.size();
+      const char* digits = name.data() + at + prefix.size();
       int32_t k = -1;
       auto [end, ec] = std::from_chars(digits, name.data() + name.size(), k);
       if (ec == std::errc() && end != digits && (*end == '/' || end == name.data() + name.size())) {
@@ -96,13 +103,25 @@ void fill_unplaced(const Units& units, std::vector<int32_t>& where, int32_t fall
   }
 }
 
+/**
+ * GPUs in the first GPU's node: it and the GPUs after it whose route from it is as fast as its fastest
+ * (NVLink or NVSwitch inside a DGX node, where the nodes presets number GPUs node by node).
+ */
+int32_t first_node_gpus(const sim::Cluster& c, const std::vector<int32_t>& gpus) {
+  double fastest = 0;
+  for (size_t i = 1; i < gpus.size(); ++i) fastest = std::max(fastest, c.route_bandwidth_bytes_per_s(gpus[0], gpus[i]));
+  size_t n = 1;
+  while (n < gpus.size() && c.route_bandwidth_bytes_per_s(gpus[0], gpus[n]) >= fastest) ++n;
+  return static_cast<int32_t>(n);
+}
+
 std::vector<double> speeds_of(const Units& units, const std::vector<int32_t>& gpus) {
   std::vector<double> all = device_speeds(units), out;
   for (int32_t d : gpus) out.push_back(all[d]);
   return out;
 }
 
-std::vector<int32_t> place_by_rule(const Units& units, Rule rule) {
+std::vector<int32_t> place_by_rule(const Units& units, Rule rule, nlohmann::json& info) {
   const std::vector<int32_t> gpus = gpus_of(units.simulator().cluster());
   const int32_t n = units.num_units(), G = static_cast<int32_t>(gpus.size());
   std::vector<int32_t> where(n, -1);
@@ -115,7 +134,7 @@ std::vector<int32_t> place_by_rule(const Units& units, Rule rule) {
   };
   switch (rule) {
     case Rule::layer_wise: {
-      const std::vector<int32_t> shard = softmax_shards(units);
+      const std::vector<int32_t> shard = unit_shards(units, "softmax/shard");
       const int64_t shards = n == 0 ? 0 : *std::max_element(shard.begin(), shard.end()) + 1;
       for (int32_t u = 0; u < n; ++u)
         if (shard[u] >= 0)  // slice k of K on GPU k * G / K: every GPU holds a share of the vocabulary
@@ -142,6 +161,27 @@ std::vector<int32_t> place_by_rule(const Units& units, Rule rule) {
       for (const auto& [l, w] : weight_of_layer) device_of_layer[l] = gpus[block[i++]];
       for (int32_t u = 0; u < n; ++u)
         if (layer[u] >= 0) where[u] = device_of_layer[layer[u]];
+      break;
+    }
+    case Rule::pipeline: {
+      // Megatron-LM: a stage's `tp` GPUs of one node hold shard g of each of its layers on its g-th GPU; stages
+      // of equal layer counts, embeddings in the first, head in the last. Micro-batch r's ops outside the
+      // shards (norms, residual adds, the all-reduce's sum) go on its (r mod tp)-th GPU, spreading what
+      // Megatron's sequence parallelism spreads; weights outside the shards on its first.
+      const std::vector<int32_t> shard = unit_shards(units, "shard"), micro_batch = unit_shards(units, "mb");
+      const int32_t shards = 1 + std::max(0, n == 0 ? 0 : *std::max_element(shard.begin(), shard.end()));
+      const int32_t node = first_node_gpus(units.simulator().cluster(), gpus);
+      const int32_t tp = shards > 1 && G % shards == 0 && node % shards == 0 ? shards : 1;
+      const int32_t layers = std::max(head, 1), stages = std::min(G / tp, layers);
+      for (int32_t u = 0; u < n; ++u)
+        if (layer[u] >= 0) {
+          const int64_t stage = layer[u] >= head ? stages - 1 : static_cast<int64_t>(layer[u]) * stages / layers;
+          const int32_t g = shard[u] >= 0 ? shard[u] : std::max(micro_batch[u], 0);
+          where[u] = gpus[stage * tp + g % tp];
+        }
+      info["stages"] = stages;
+      info["tensor_parallel"] = tp;
+      info["layers_per_stage"] = fmt::format("{}-{}", layers / stages, (layers + stages - 1) / stages);
       break;
     }
     case Rule::topo_blocks: {
@@ -223,7 +263,9 @@ class HumanExpertPlacer final : public Placer {
       throw Error("placer human_expert options: \"instance\" only applies with \"split_file\"");
     Units units(request.simulator);
     const Rule rule = rule_of(request.graph().name());
-    return {units.expand(place_by_rule(units, rule)), {{"rule", rule_name(rule)}}};
+    nlohmann::json info = {{"rule", rule_name(rule)}};
+    std::vector<int32_t> where = place_by_rule(units, rule, info);
+    return {units.expand(where), std::move(info)};
   }
 };
 

@@ -23,14 +23,24 @@ ScheduleProblem schedule_problem(const Units& units, bool memory) {
     for (int32_t d = 0; d < pb.num_procs; ++d)
       pb.cost_s[static_cast<size_t>(op) * pb.num_procs + d] = units.allowed(u, d) ? sim.op_time_s(op, d) : kNotAllowed;
   }
+  // What a device holds at its peak, as the simulator counts it: parameters and scratch, and each output
+  // (or received copy) kept into a later phase, as forward activations are for the backward pass and
+  // gradients for the update. An output read only within its own phase is freed within it: counting it
+  // all step made a training step's estimate several times the cluster, and the limits moot.
+  // A graph of one phase (inference) keeps the upper bound: every output counts.
+  bool one_phase = true;
+  for (graphs::OpId op = 0; op < pb.num_tasks && one_phase; ++op) one_phase = g.phase(op) == graphs::Phase::forward;
+  std::vector<bool> kept(pb.num_tasks, one_phase);
+  for (graphs::EdgeId e = 0; e < g.num_edges(); ++e)
+    if (g.phase(g.edge_dst(e)) > g.phase(g.edge_src(e))) kept[g.edge_src(e)] = true;
   for (graphs::EdgeId e = 0; e < g.num_edges(); ++e) {
     pb.edges.push_back({g.edge_src(e), g.edge_dst(e), units.mean_comm_s(g.edge_bytes(e))});
-    pb.edge_bytes.push_back(g.edge_bytes(e));
+    pb.edge_bytes.push_back(kept[g.edge_src(e)] ? g.edge_bytes(e) : 0.0);
   }
   pb.comm_s = [&units, &g](int32_t e, int32_t p, int32_t q) { return units.comm_s(p, q, g.edge_bytes(e)); };
   if (memory) {
     for (graphs::OpId op = 0; op < pb.num_tasks; ++op)
-      pb.memory_bytes.push_back(g.param_bytes(op) + g.output_bytes(op) + g.temp_bytes(op));
+      pb.memory_bytes.push_back(g.param_bytes(op) + g.temp_bytes(op) + (kept[op] ? g.output_bytes(op) : 0.0));
     for (const auto& d : sim.cluster().devices()) pb.capacity_bytes.push_back(d.memory_bytes);
   }
   return pb;
@@ -78,9 +88,13 @@ Schedule m_topo_fn(const ScheduleProblem& pb, const nlohmann::json&, nlohmann::j
 Schedule m_etf_fn(const ScheduleProblem& pb, const nlohmann::json&, nlohmann::json&) { return m_etf_schedule(pb); }
 Schedule m_sct_fn(const ScheduleProblem& pb, const nlohmann::json& options, nlohmann::json& info) {
   FavoriteChildren how;
-  Schedule s = m_sct_schedule(pb, option_int("m_sct", options, "lp_iterations", 50000), &how);
-  info["lp"] = how.lp_optimal ? "optimal" : "iteration limit: greedy favourite children";
+  const int64_t limit = option_int("m_sct", options, "lp_iterations", 50000);
+  Schedule s = m_sct_schedule(pb, limit, &how);
+  info["lp"] = how.lp_optimal                   ? "optimal"
+               : how.lp_min_iterations > limit ? "not run (needs more iterations than the limit): greedy favourite children"
+                                               : "iteration limit: greedy favourite children";
   info["lp_iterations"] = how.lp_iterations;
+  info["lp_min_iterations"] = how.lp_min_iterations;
   return s;
 }
 

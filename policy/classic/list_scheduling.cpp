@@ -459,6 +459,34 @@ FavoriteChildren sct_favorite_children(const ScheduleProblem& pb, int64_t max_it
     if (count == 0) throw Error(fmt::format("schedule problem: task {} may run on no processor", t));
     mean_s[t] /= count;
   }
+  // A lower bound on the simplex iterations: CLP's dual simplex starts from the slack basis and each
+  // iteration brings one column into the basis, and at the optimum every start time that must be positive
+  // (a task after one that takes time, even with no communication) and the makespan are basic. When that
+  // bound passes the limit the LP cannot finish, and the greedy rule below would choose anyway.
+  FavoriteChildren out{std::vector<int32_t>(n, -1), false, 0, 0};
+  std::vector<double> earliest_s(n, 0.0);
+  for (const int32_t t : dag.topo) {
+    for (int32_t e : dag.in[t])
+      earliest_s[t] = std::max(earliest_s[t], earliest_s[pb.edges[e].src] + mean_s[pb.edges[e].src]);
+    out.lp_min_iterations += earliest_s[t] > 0;
+  }
+  out.lp_min_iterations += std::any_of(mean_s.begin(), mean_s.end(), [](double s) { return s > 0; });
+  std::vector<bool> has_parent(n, false);
+  auto claim = [&](int32_t e) {
+    const auto& edge = pb.edges[e];
+    if (out.child[edge.src] >= 0 || has_parent[edge.dst]) return;
+    out.child[edge.src] = edge.dst;
+    has_parent[edge.dst] = true;
+  };
+  auto greedy = [&] {  // heaviest communication first: the edges SCT most wants to keep local
+    std::vector<int32_t> order(m);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int32_t a, int32_t b) { return pb.edges[a].mean_comm_s > pb.edges[b].mean_comm_s; });
+    for (int32_t e : order) claim(e);
+    return out;
+  };
+  if (out.lp_min_iterations > max_iterations) return greedy();
   // Columns: start times t_0..t_{n-1}, edge variables x_0..x_{m-1} (1 = the edge communicates), makespan.
   const int32_t col_m = n + m;
   std::vector<int> rows, cols;
@@ -508,26 +536,12 @@ FavoriteChildren sct_favorite_children(const ScheduleProblem& pb, int64_t max_it
   }
   lp.dual();
   if (stopped) throw Interrupted();
-  FavoriteChildren out{std::vector<int32_t>(n, -1), lp.isProvenOptimal(), lp.numberIterations()};
-  std::vector<bool> has_parent(n, false);
-  auto claim = [&](int32_t e) {
-    const auto& edge = pb.edges[e];
-    if (out.child[edge.src] >= 0 || has_parent[edge.dst]) return;
-    out.child[edge.src] = edge.dst;
-    has_parent[edge.dst] = true;
-  };
-  if (out.lp_optimal) {
-    const double* x = lp.primalColumnSolution();
-    for (int32_t e = 0; e < m; ++e)
-      if (x[n + e] < 0.5) claim(e);
-  } else {
-    // Heaviest communication first: the edges SCT most wants to keep local.
-    std::vector<int32_t> order(m);
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(),
-                     [&](int32_t a, int32_t b) { return pb.edges[a].mean_comm_s > pb.edges[b].mean_comm_s; });
-    for (int32_t e : order) claim(e);
-  }
+  out.lp_optimal = lp.isProvenOptimal();
+  out.lp_iterations = lp.numberIterations();
+  if (!out.lp_optimal) return greedy();
+  const double* x = lp.primalColumnSolution();
+  for (int32_t e = 0; e < m; ++e)
+    if (x[n + e] < 0.5) claim(e);
   return out;
 }
 

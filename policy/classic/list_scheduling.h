@@ -124,15 +124,18 @@ Schedule m_etf_schedule(const ScheduleProblem& problem, const std::vector<int32_
 /** Favourite children and how they were found. */
 struct FavoriteChildren {
   std::vector<int32_t> child;  // per task, -1 for none
-  bool lp_optimal = false;     // false: CLP hit the iteration limit and the greedy rule chose them
+  bool lp_optimal = false;     // false: CLP hit the iteration limit (or was not run) and the greedy rule chose them
   int64_t lp_iterations = 0;   // simplex iterations CLP ran
+  /** A lower bound on the iterations the LP needs; above the limit, CLP is not run at all (lp_iterations 0). */
+  int64_t lp_min_iterations = 0;
 };
 
 /**
  * Favourite children from the LP relaxation of Hanen and Munier's small-communication-time schedule
  * (solved with CLP within `max_iterations` simplex iterations, a limit that keeps results independent
  * of the machine's speed): edge (i, j) with x < 0.5 makes j the favourite child of i. Past the limit,
- * each task's favourite is its successor with the largest communication cost.
+ * each task's favourite is its successor with the largest communication cost. When the LP provably needs
+ * more iterations than the limit (lp_min_iterations), CLP is not run: the same children, without the wait.
  */
 FavoriteChildren sct_favorite_children(const ScheduleProblem& problem, int64_t max_iterations = 50000);
 

@@ -310,9 +310,15 @@ ThroughputModel::ThroughputModel(const sim::Simulator& simulator, bool linearize
   time_s_.assign(static_cast<size_t>(groups) * C, 0.0);
   forbidden_.assign(static_cast<size_t>(groups) * C, 0);
   memory_bytes_.assign(groups, 0.0);
+  // Memory: parameters (Tarnawski et al.'s node sizes), and the outputs a training step keeps into a later
+  // phase (forward activations for the backward pass, gradients for the update), as the simulator holds
+  // them; msr inputs have no output bytes, so their model is unchanged.
+  std::vector<bool> kept(n, false);
+  for (graphs::EdgeId e = 0; e < g.num_edges(); ++e)
+    if (g.phase(g.edge_dst(e)) > g.phase(g.edge_src(e))) kept[g.edge_src(e)] = true;
   for (graphs::OpId op = 0; op < n; ++op) {
     const int32_t v = group_of_[op];
-    memory_bytes_[v] += g.param_bytes(op);
+    memory_bytes_[v] += g.param_bytes(op) + (kept[op] ? g.output_bytes(op) : 0.0);
     const std::string& pin = g.pinned_kind(op);
     bool placeable = pin.empty();
     for (size_t t = 0; t < C; ++t) {

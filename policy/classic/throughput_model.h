@@ -1,6 +1,7 @@
 // The max-load model of Tarnawski et al. as the throughput placers see it (internal to policy/classic):
 // the forward DAG of op groups (colour classes contracted, backward ops riding with their forward ops,
 // cycles fused), the device classes of the cluster (interchangeable devices), per-group times, memory
+// (parameters and the activations and gradients a training step keeps across phases)
 // and the communication hyperedges. A set S of groups placed on one device of class t has load
 // sum of time(v, t) over S + (t pays communication ? the cost of every hyperedge S cuts : 0), exactly
 // sim::max_load's device load when every out-edge of an op has the same cost (msr inputs), and never

@@ -10,6 +10,7 @@
 #include <pybind11/stl.h>
 
 #include "graphs/error.h"
+#include "policy/memory_verdict.h"
 #include "policy/placer.h"
 #include "policy/rl/trainer.h"
 #include "python/src/bindings.h"
@@ -151,12 +152,16 @@ void init_policy(py::module_& m) {
       interrupt.raise();
     }
     s.check_placement(result.device_of);
-    if (result.info.is_null()) result.info = nlohmann::json::object();  // a placer that reports nothing
+    {
+      py::gil_scoped_release release;
+      policy::add_memory_verdict(result.info, s.simulate(result.device_of), s.cluster());
+    }
     return py::make_tuple(to_numpy(result.device_of), from_json(result.info));
   }, py::arg("simulator"), py::arg("name"), py::arg("options") = py::none(), py::arg("seed") = 0,
         py::arg("progress") = py::none(),
         "Places every op of simulator.graph with the placer `name` (see placers()); options is a dict of "
-        "placer-specific options, progress an optional callable(str). Returns (placement int32 array, info dict).");
+        "placer-specific options, progress an optional callable(str). Returns (placement int32 array, info dict); "
+        "info carries the simulator's memory verdict: oom, and when true oom_excess_bytes and oom_devices.");
 
   m.def("learners", [] {
     std::vector<std::pair<std::string, std::string>> out;

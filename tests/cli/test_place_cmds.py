@@ -121,3 +121,27 @@ def test_compare_keeps_the_rows_of_placers_that_did_not_fail(tmp_path):
     assert rows[0]["step_time_s"] > 0 and rows[2]["step_time_s"] > 0 and "fits" in rows[1]["error"]
     table = placelab("compare", "--graph", str(graph), "--cluster", "v100-nvlink-2", "--placers", "heft,dp", check=False)
     assert table.returncode == 1 and "heft" in table.stdout and "dp               failed:" in table.stdout
+
+
+def test_place_and_compare_report_out_of_memory(tmp_path):
+    # A small decoder's training step (about 215 MB on one device) on four GPUs of 70 MB: single_device
+    # cannot fit, m_etf spreads it over the four and fits.
+    cluster = json.loads(placelab("cluster", "--preset", "h100-4", "--json").stdout)
+    for device in cluster["devices"]:
+        device["memory_bytes"] = 70e6
+    path = tmp_path / "small.json"
+    path.write_text(json.dumps({"format": "placelab.cluster", "version": 1, **cluster}))
+    graph = "llama:training=1,layers=4,hidden=256,heads=4,kv_heads=2,ffn=512,seq_len=256,vocab=1000,micro_batches=4,batch=8"
+    doc = json.loads(placelab("compare", "--graph", graph, "--cluster", str(path), "--placers", "single_device,m_etf",
+                              "--json").stdout)
+    single, m_etf = doc["rows"]
+    assert single["oom"] is True and single["info"]["oom"] is True
+    excess = single["device_peak_bytes"]["gpu0"] - 70e6
+    assert single["info"]["oom_excess_bytes"] == excess and single["info"]["oom_devices"] == {"gpu0": excess}
+    assert m_etf["oom"] is False and m_etf["info"]["oom"] is False and "oom_excess_bytes" not in m_etf["info"]
+    table = placelab("compare", "--graph", graph, "--cluster", str(path), "--placers", "single_device,m_etf").stdout
+    rows = {line.split()[0]: line for line in table.splitlines() if line.startswith(("single_device", "m_etf"))}
+    assert "+" in rows["single_device"] and " no " in rows["m_etf"]  # the OOM column: the excess, or "no"
+    placed = json.loads(placelab("place", "--graph", graph, "--cluster", str(path), "--placer", "single_device",
+                                 "--json").stdout)
+    assert placed["oom"] is True and placed["info"]["oom_excess_bytes"] == excess

@@ -13,6 +13,7 @@
 #include "graphs/msr.h"
 #include "graphs/training.h"
 #include "graphs/zoo/zoo.h"
+#include "policy/memory_verdict.h"
 #include "policy/placer.h"
 #include "sim/engine.h"
 #include "sim/pipeline.h"
@@ -126,6 +127,52 @@ TEST_CASE("policy::classic placers: memory-aware placers avoid OOM when a placem
   CHECK_FALSE(host.simulate(r.device_of).oom);
 }
 
+TEST_CASE("policy: memory-aware placers fit a decoder's training step where single_device and HEFT do not",
+          "[policy]") {
+  // GPU 0 is 4x faster than the other three but holds 60 MB, they 150 MB; the step needs about 215 MB on
+  // one device, so nothing holds it alone, and HEFT, blind to memory, piles work on the fast GPU.
+  sim::ClusterSpec spec = sim::make_preset("h100-4").spec();
+  for (size_t d = 0; d < spec.devices.size(); ++d) {
+    spec.devices[d].memory_bytes = d == 0 ? 60e6 : 150e6;
+    if (d == 0) continue;
+    spec.devices[d].peak_flops_per_s /= 4;
+    spec.devices[d].memory_bandwidth_bytes_per_s /= 4;
+  }
+  const sim::Cluster c(spec);
+  auto decoder = [](int64_t micro_batches) {
+    return graphs::expand_training(graphs::zoo::make_model(
+        "llama", {{"layers", 4}, {"hidden", 256}, {"heads", 4}, {"kv_heads", 2}, {"ffn", 512}, {"seq_len", 256},
+                  {"vocab", 1000}, {"micro_batches", micro_batches}, {"batch", 8}}));
+  };
+  // Four micro-batches for the list schedulers and GDP; the DP enumerates ideals, which micro-batches multiply
+  // past its limit, so it places the one-micro-batch step.
+  const graphs::Graph piped = decoder(4), single = decoder(1);
+  const std::vector<std::pair<const graphs::Graph*, std::vector<std::string>>> cases = {
+      {&piped, {"m_etf", "m_sct", "gdp"}}, {&single, {"m_etf", "dp"}}};
+  for (const auto& [g, aware] : cases) {
+    sim::Simulator s(*g, c);
+    for (const auto& blind : {"single_device", "heft"}) {
+      INFO(blind << " on " << g->num_ops() << " ops");
+      const sim::SimResult r = s.simulate(run_placer(blind, s).device_of);
+      REQUIRE(r.oom);  // the case needs memory awareness
+      nlohmann::json info;
+      policy::add_memory_verdict(info, r, c);
+      CHECK(info["oom"] == true);
+      CHECK(info["oom_excess_bytes"].get<double>() > 0);
+      CHECK(info["oom_devices"].contains(c.device(0).name));
+    }
+    for (const auto& name : aware) {
+      INFO(name << " on " << g->num_ops() << " ops");
+      nlohmann::json options = name == "gdp" ? nlohmann::json{{"steps", 10}} : nlohmann::json::object();
+      const sim::SimResult r = s.simulate(run_placer(name, s, 1, options).device_of);
+      CHECK_FALSE(r.oom);
+      nlohmann::json info;
+      policy::add_memory_verdict(info, r, c);
+      CHECK(info == nlohmann::json{{"oom", false}});
+    }
+  }
+}
+
 TEST_CASE("policy::classic placers: bad options are errors naming the placer and key", "[policy]") {
   const graphs::Graph g = graphs::zoo::make_model("random_dag", {{"ops", 20}});
   const sim::Cluster c = sim::make_preset("v100-nvlink-2");
@@ -215,6 +262,61 @@ TEST_CASE("policy::human_expert: the papers' rules per zoo model", "[policy]") {
     }
     CHECK(last == 3);
     CHECK(std::set<int32_t>(where.begin(), where.end()).size() == 4);
+  }
+}
+
+TEST_CASE("policy::human_expert: decoders in equal pipeline stages, shards tensor-parallel in a node", "[policy]") {
+  auto decoder = [](int64_t layers, int64_t shards) {
+    return graphs::expand_training(graphs::zoo::make_model(
+        "llama", {{"layers", layers}, {"hidden", 64}, {"heads", 4}, {"kv_heads", 4}, {"ffn", 128}, {"seq_len", 16},
+                  {"vocab", 100}, {"shards", shards}, {"micro_batches", 2}, {"batch", 2}}));
+  };
+  // The shard or micro-batch an op belongs to from its name (".../shard<k>/...", "mb<r>/..."), or -1.
+  auto index_of = [](const std::string& name, const std::string& what) {
+    const size_t at = ("/" + name).find("/" + what);
+    return at == std::string::npos ? -1 : name[at + what.size()] - '0';
+  };
+  SECTION("16 layers on 8 GPUs: two layers a stage, embeddings first, head last, micro-batches with their layer") {
+    const graphs::Graph g = decoder(16, 1);
+    const sim::Cluster c = sim::make_preset("h100-8");
+    sim::Simulator s(g, c);
+    auto r = run_placer("human_expert", s);
+    CHECK(r.info["stages"] == 8);
+    CHECK(r.info["tensor_parallel"] == 1);
+    for (graphs::OpId op = 0; op < g.num_ops(); ++op) {
+      INFO(g.op_name(op));
+      if (g.layer(op) >= 0) CHECK(r.device_of[op] == std::min(g.layer(op) / 2, 7));
+    }
+    CHECK(r.device_of[g.find_op("mb1/embeddings/Embedding")] == 0);
+    CHECK(r.device_of[g.find_op("mb1/head/MatMul")] == 7);
+  }
+  SECTION("8 layers in 2 shards on 2 nodes of 8: stage l on GPUs 2l and 2l + 1, shard k of it on GPU 2l + k, "
+          "micro-batch r's other ops on GPU 2l + r") {
+    const graphs::Graph g = decoder(8, 2);
+    const sim::Cluster c = sim::make_preset("h100-nodes-2x8");
+    sim::Simulator s(g, c);
+    auto r = run_placer("human_expert", s);
+    CHECK(r.info["stages"] == 8);
+    CHECK(r.info["tensor_parallel"] == 2);
+    int32_t sharded = 0;
+    for (graphs::OpId op = 0; op < g.num_ops(); ++op) {
+      INFO(g.op_name(op));
+      const int32_t layer = g.layer(op), shard = index_of(g.op_name(op), "shard");
+      const int32_t in_group = shard >= 0 ? shard : std::max(index_of(g.op_name(op), "mb"), 0);
+      if (layer < 0) continue;
+      CHECK(r.device_of[op] == 2 * std::min(layer, 7) + in_group);  // the head (layer 8) with the last stage
+      sharded += shard >= 0;
+    }
+    CHECK(sharded > 0);
+  }
+  SECTION("shards that do not divide a node's GPUs stay on their stage's GPU") {
+    const graphs::Graph g = decoder(4, 4);
+    const sim::Cluster c = sim::make_preset("h100-nodes-2x2");  // nodes of 2 GPUs: 4 shards do not fit in one
+    sim::Simulator s(g, c);
+    auto r = run_placer("human_expert", s);
+    CHECK(r.info["tensor_parallel"] == 1);
+    for (graphs::OpId op = 0; op < g.num_ops(); ++op)
+      if (g.layer(op) >= 0) CHECK(r.device_of[op] == std::min(g.layer(op), 3));
   }
 }
 

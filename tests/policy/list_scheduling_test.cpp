@@ -183,4 +183,28 @@ TEST_CASE("policy::sct_favorite_children: LP children, and the greedy rule past 
   CHECK(greedy.child[0] == 1);
   CHECK(greedy.child[6] == 9);
   check_schedule(pb, m_sct_schedule(pb, 0));
+  // The bound on CLP's iterations: every task after n1 starts later than 0, and the makespan, each basic.
+  CHECK(lp.lp_min_iterations == 10);
+  CHECK(greedy.lp_iterations == 0);  // below the bound CLP is not run
+  const FavoriteChildren short_of = sct_favorite_children(pb, lp.lp_min_iterations - 1);
+  CHECK(short_of.lp_iterations == 0);
+  CHECK(short_of.child == greedy.child);
+}
+
+TEST_CASE("policy::sct_favorite_children: CLP never finishes in fewer iterations than the bound", "[policy]") {
+  std::mt19937_64 rng(5);
+  for (int trial = 0; trial < 40; ++trial) {
+    ScheduleProblem pb;
+    pb.num_tasks = 5 + static_cast<int32_t>(rng() % 40);
+    pb.num_procs = 2;
+    for (int32_t t = 0; t < pb.num_tasks; ++t)  // some tasks take no time, so some starts may be 0
+      for (int32_t p = 0; p < pb.num_procs; ++p) pb.cost_s.push_back(rng() % 4 == 0 ? 0.0 : 1.0 + static_cast<double>(rng() % 9));
+    for (int32_t dst = 1; dst < pb.num_tasks; ++dst)
+      for (int k = 0; k < 2; ++k)
+        if (rng() % 3 != 0) pb.edges.push_back({static_cast<int32_t>(rng() % dst), dst, static_cast<double>(rng() % 12)});
+    const FavoriteChildren lp = sct_favorite_children(pb);
+    INFO("trial " << trial);
+    REQUIRE(lp.lp_optimal);
+    CHECK(lp.lp_iterations >= lp.lp_min_iterations);
+  }
 }

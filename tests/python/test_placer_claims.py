@@ -119,6 +119,7 @@ class Oracle:
         self.time = (np.asarray(times, dtype=float) if times is not None
                      else np.array([[op["measured_s"][k] for k in self.kinds] for op in ops]))  # (n, D)
         self.param = np.array([op.get("param_bytes", 0) for op in ops], dtype=float)
+        self.out = np.array([op.get("output_bytes", 0) for op in ops], dtype=float)
         self.mem3 = np.array([op.get("param_bytes", 0) + op.get("output_bytes", 0) + op.get("temp_bytes", 0)
                               for op in ops], dtype=float)
         self.pays = np.array([k != "cpu" for k in self.kinds])
@@ -191,9 +192,13 @@ class Oracle:
     def model(self, groups):
         """The throughput model's charges (placers.md, "The model they share"): each op whose consumers
         sit in other groups is a hyperedge whose weight is "the op's most expensive edge (its slowest
-        transfer over all device pairs)"; a device pays it when it holds part, not all, of it."""
+        transfer over all device pairs)"; a device pays it when it holds part, not all, of it. Its memory
+        adds "the outputs a training step keeps into a later phase" (placers.md, Objective)."""
         m = Oracle.__new__(Oracle)
         m.__dict__.update(self.__dict__)
+        order = {"forward": 0, "backward": 1, "update": 2}
+        kept = {u for u, w, _, _ in self.edges if order[self.phase[w]] > order[self.phase[u]]}
+        m.param = self.param + np.array([self.out[v] if v in kept else 0.0 for v in range(self.n)])
         worst = {}
         for k, (u, w, _, _) in enumerate(self.edges):
             if groups[u] != groups[w]:
@@ -1231,3 +1236,19 @@ def test_gnmt8_training_fits_on_v100_nvlink_8():
     assert slices == {k: k for k in range(8)}
     _, _, whole, _ = expert_and_m_etf(1)
     assert whole["oom"] and sharded["device_peak_bytes"][7] < 0.75 * whole["device_peak_bytes"][7]
+
+
+def test_place_info_carries_the_memory_verdict():
+    # python.md: place()'s info holds the simulator's memory verdict, oom and, when out of memory, the excess.
+    _, graph = make_graph(random.Random(7), 6, params=(2, 4))
+    for memory in (4.0, INF_MEM):  # 6 ops of 2-4 parameter bytes: one device of 4 bytes cannot hold them
+        simulator = pl.Simulator(graph, make_cluster(2, 0, memory))
+        placement, info = pl.place(simulator, "single_device")
+        result = simulator.simulate(placement)
+        assert info["oom"] is bool(result["oom"]) is (memory < INF_MEM)
+        if info["oom"]:
+            excess = {name: float(x) for name, x in zip(simulator.cluster.device_names, result["device_excess_bytes"])
+                      if x > 0}
+            assert info["oom_devices"] == excess and info["oom_excess_bytes"] == max(excess.values())
+        else:
+            assert "oom_excess_bytes" not in info and "oom_devices" not in info
