@@ -14,18 +14,14 @@ from paperlib import fmt_s, placelab
 
 BUDGETS = "1000,10000"
 QUICK_MODELS = ["rnnlm:layers=2,steps=4,training=1"]
-# Simulations the learned placer spends after training: its greedy decode and the best rollout, compared once
-# more (rl::evaluate), and the 16 samples of place(), which fine-tuning also runs. Kept out of its budget.
-PLACE_SIMULATIONS = 20
-ANNEALING_STARTS = 6  # the heuristics annealing starts from, each simulated once
 SUMMARY_KEY = ("model", "GPUs", "budget")  # what identifies a row across the per-model runs
 
 
 def rows_spec(budget: int) -> list[tuple[str, str, dict]]:
-    return [("annealing", "annealing", {"steps": budget - ANNEALING_STARTS, "curve": True}),
-            ("GDP search (scratch)", "gdp", {"pretrained": False, "simulations": budget - PLACE_SIMULATIONS,
-                                             "curve": True}),
-            ("GDP search (pre-trained)", "gdp", {"simulations": budget - PLACE_SIMULATIONS, "curve": True})]
+    # A "simulations" budget counts every simulation of the call (docs/placers.md#budgets).
+    return [("annealing", "annealing", {"simulations": budget, "curve": True}),
+            ("GDP search (scratch)", "gdp", {"pretrained": False, "simulations": budget, "curve": True}),
+            ("GDP search (pre-trained)", "gdp", {"simulations": budget, "curve": True})]
 
 
 def curve_points(result: dict) -> tuple[list, list, list]:
@@ -159,9 +155,11 @@ def main(argv=None) -> str:
     columns = [c for c, _, _ in rows_spec(budgets[0]) if c in chosen]
     report.intro = [
         f"Each placer gets the same number of simulations of the `{paper_gdp.CLUSTER.format('N')}` presets' "
-        "simulator: annealing its six starting heuristics plus budget - 6 incremental moves (a move re-simulates "
-        "from the moved ops' inputs, at about the cost of a full run); GDP stops training once it has used budget - "
-        f"{PLACE_SIMULATIONS} simulations, then places (its greedy decode and 16 samples). GDP's search is its "
+        "simulator, every simulation counted (docs/placers.md#budgets): annealing its six starting heuristics, "
+        "the incremental simulator's first run, then one per move (a move re-simulates from the moved ops' inputs, "
+        "at about the cost of a full run); GDP the reward's two reference placements, then training steps while "
+        "one more still leaves room for placing (its greedy decode and 16 samples, and the comparison with the "
+        "best rollout). GDP's search is its "
         "schedule-aware policy re-placing windows of the best placement found so far and sampling anew, the policy "
         "updated by PPO and imitation of the best (docs/learned.md, gdp). Cells: step time, wall time of the "
         "whole placement, simulations used. Ratios are geometric means of GDP's step time over annealing's where "

@@ -39,6 +39,11 @@ struct PlaceRequest {
    * signal at most every 50 ms).
    */
   std::function<bool()> interrupted;
+  /**
+   * Seconds on a monotonic clock, read by the placers' time budgets (policy/budget.h); empty: the steady
+   * clock. Tests give a fake one, so that a time budget is checked without timing anything.
+   */
+  std::function<double()> clock;
 
   const graphs::Graph& graph() const { return simulator.graph(); }
   const sim::Cluster& cluster() const { return simulator.cluster(); }

@@ -46,6 +46,7 @@ void SimScratchDeleter::operator()(SimScratch* s) const { delete s; }
 
 struct ScratchPool {
   tbb::enumerable_thread_specific<SimScratchPtr> scratch;  // made on a thread's first use
+  std::atomic<int64_t> runs{0};  // runs(): here, so that the simulator stays movable
 };
 
 Simulator::Simulator(const graphs::Graph& graph, const Cluster& cluster, std::shared_ptr<const CostModel> cost_model,
@@ -414,8 +415,13 @@ SimResult Simulator::simulate(std::span<const int32_t> device_of, SimObserver* o
 void Simulator::simulate(std::span<const int32_t> device_of, SimScratch& scratch, SimResult& out,
                          SimObserver* observer) const {
   check_placement(device_of);
+  count_runs(1);
   run(device_of, scratch, out, observer);
 }
+
+int64_t Simulator::runs() const { return pool_->runs.load(std::memory_order_relaxed); }
+
+void Simulator::count_runs(int64_t n) const { pool_->runs.fetch_add(n, std::memory_order_relaxed); }
 
 std::vector<SimResult> Simulator::simulate_batch(std::span<const std::vector<int32_t>> placements) const {
   std::vector<SimResult> results;
@@ -440,6 +446,7 @@ void Simulator::simulate_batch(std::span<const std::vector<int32_t>> placements,
   });
   if (first_bad.load() < placements.size()) check_placement(placements[first_bad.load()]);  // throws
   results.resize(placements.size());
+  count_runs(static_cast<int64_t>(placements.size()));
   // A thread's scratch is used by one run at a time: run() never waits, so TBB cannot interleave two.
   tbb::parallel_for(tbb::blocked_range<size_t>(0, placements.size()), [&](const tbb::blocked_range<size_t>& r) {
     SimScratchPtr& mine = pool_->scratch.local();

@@ -124,6 +124,13 @@ class Simulator {
    */
   void simulate_batch(std::span<const std::vector<int32_t>> placements, std::vector<SimResult>& results) const;
 
+  /**
+   * Simulations run on this simulator so far: simulate() and each placement of simulate_batch() count one, an
+   * IncrementalSimulator its first run and each move that changes a device (resume() continues that run).
+   * Placers' budgets and tests count with it; simulations on other threads at the same time count too.
+   */
+  int64_t runs() const;
+
  private:
   friend class IncrementalSimulator;
   friend StreamResult simulate_stream(const Simulator&, std::span<const int32_t>, int32_t);
@@ -164,6 +171,8 @@ class Simulator {
   template <bool kGeneral, bool kStoppable>
   bool run_mode(std::span<const int32_t> device_of, SimScratch& s, SimResult& out, SimObserver* observer,
                 SimCheckpoints* checkpoints, bool fresh) const;
+  /** Counts `n` runs in runs(). */
+  void count_runs(int64_t n) const;
   /** Whether a run with this observer needs the general mode of the loop. */
   bool general(const SimObserver* observer) const;
   /** The state a fresh run starts from, but for the ready queues and the general mode's extras. */
@@ -272,6 +281,8 @@ class IncrementalSimulator {
    * limit_s = +inf it is move().
    */
   const SimResult* move_within(std::span<const graphs::OpId> ops, int32_t device, double limit_s);
+  /** Whether the last move stopped at its limit (then only resume() or undo() may follow). */
+  bool stopped() const { return stopped_; }
   /** Continues the move that move_within() stopped, up to a new limit (higher, or the same stop follows). */
   const SimResult* resume(double limit_s);
   /**

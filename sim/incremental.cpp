@@ -23,6 +23,7 @@ IncrementalSimulator::IncrementalSimulator(const Simulator& simulator, std::vect
   state_ = sim_->make_scratch();
   sum_work();
   sum_tail();
+  sim_->count_runs(1);
   sim_->run(device_of_, *state_, result_, nullptr, checkpoints_.get(), true);
 }
 
@@ -160,6 +161,7 @@ const SimResult* IncrementalSimulator::move_within(std::span<const graphs::OpId>
   if (!undo.state) undo.state = sim.make_scratch();
   std::swap(state_, undo.state);
   std::swap(result_, undo.result);
+  sim.count_runs(1);
   if (usable == 0) {  // a source moved, or `first` comes before the first saved state
     cps.count = 0;
     cps.next = cps.interval;

@@ -5,13 +5,14 @@
 // The temperature cools geometrically to 1% of its start over the step budget.
 #include <algorithm>
 #include <array>
-#include <chrono>
 #include <cmath>
 #include <limits>
 #include <optional>
 
 #include <fmt/format.h>
 
+#include "graphs/error.h"
+#include "policy/budget.h"
 #include "policy/classic/units.h"
 
 namespace placelab::policy {
@@ -69,16 +70,26 @@ constexpr std::array<const char*, 6> kStarts = {"single_device", "human_expert",
 class AnnealingPlacer final : public Placer {
  public:
   PlaceResult place(const PlaceRequest& request) const override {
-    check_options("annealing", request.options, {"steps", "seconds", "temperature", "curve", "stop_early"});
-    const int64_t steps = option_int("annealing", request.options, "steps", 1000);
+    check_options("annealing", request.options,
+                  {"steps", "simulations", "seconds", "temperature", "curve", "stop_early"});
+    // The budget counts every simulation: the starts, the incremental simulator's first run, then one per move.
+    constexpr int64_t kSetupRuns = static_cast<int64_t>(kStarts.size()) + 1;
+    const int64_t simulations = option_int("annealing", request.options, "simulations", 0);
+    if (simulations > 0 && simulations <= kSetupRuns)
+      throw Error(fmt::format("placer annealing options: \"simulations\" is {}, but starting takes {} (six heuristics "
+                              "simulated, then the incremental simulator's first run); give at least {}",
+                              simulations, kSetupRuns, kSetupRuns + 1));
+    // With a simulations budget the moves default to what it leaves (the cooling is spread over them).
+    const int64_t steps =
+        option_int("annealing", request.options, "steps", simulations > 0 ? simulations - kSetupRuns : 1000);
     const double seconds = option_number("annealing", request.options, "seconds", 0);
+    Budget budget(request, simulations, seconds);
     const double temperature = option_number("annealing", request.options, "temperature", 0.002);
     const bool curve = option_bool("annealing", request.options, "curve", false);
     // Exact either way (same moves, same result); off, every move replays to the end (for comparisons).
     const bool stop_early = option_bool("annealing", request.options, "stop_early", true);
     const sim::Simulator& sim = request.simulator;
     const sim::Cluster& c = request.cluster();
-    const auto t0 = std::chrono::steady_clock::now();
 
     // The start: the best of a few fast heuristics.
     std::string start_name;
@@ -101,6 +112,11 @@ class AnnealingPlacer final : public Placer {
       if (allowed[u].size() > 1) movable.push_back(u);
     }
     sim::IncrementalSimulator state(sim, start);
+    budget.mark();
+    if (seconds > 0 && budget.elapsed_s() > seconds)
+      throw Error(fmt::format("annealing: starting (six heuristics, each simulated) took {:.3g} s, more than the "
+                              "\"seconds\" budget of {} s; raise it",
+                              budget.elapsed_s(), seconds));
     std::mt19937_64 rng(request.seed);
     Metropolis metropolis{&rng, &c, stop_early};
     double current = start_cost, best = start_cost;
@@ -109,8 +125,7 @@ class AnnealingPlacer final : public Placer {
     // Best cost after each move, as the learned placers report their learning curves (equal-budget plots).
     std::vector<double> curve_best, curve_wall;
     std::vector<int64_t> curve_simulations;
-    for (; done < steps && !movable.empty(); ++done) {
-      if (seconds > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() >= seconds) break;
+    for (; done < steps && !movable.empty() && budget.allows(1); ++done) {
       request.check_interrupt();
       const int32_t u = movable[uniform_index(rng, static_cast<int32_t>(movable.size()))];
       const int32_t from = state.placement()[units.ops(u)[0]];
@@ -122,6 +137,10 @@ class AnnealingPlacer final : public Placer {
       const double t = temperature * start_cost * std::pow(0.01, static_cast<double>(done) / static_cast<double>(steps));
       // The Metropolis rule, decided as soon as the replay can tell (see Metropolis).
       const std::optional<double> cost = metropolis.judge(state, units.ops(u), to, current, t);
+      if (!budget.end_unit()) {  // ended past the time budget: the move is dropped
+        state.undo();
+        break;
+      }
       if (cost) {
         current = *cost;
         ++accepted;
@@ -135,20 +154,20 @@ class AnnealingPlacer final : public Placer {
       }
       if (curve) {
         curve_best.push_back(best);
-        curve_wall.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-        curve_simulations.push_back(static_cast<int64_t>(kStarts.size()) + done + 1);
+        curve_wall.push_back(budget.elapsed_s());
+        curve_simulations.push_back(budget.used());
       }
       if (steps >= 10 && (done + 1) % (steps / 10) == 0)
         request.report(fmt::format("step {} of {}: best {:.6g} s", done + 1, steps, best));
     }
     nlohmann::json info = {{"start", start_name},  {"start_cost_s", start_cost}, {"best_cost_s", best},
                            {"steps", done},         {"accepted", accepted},      {"improvements", improved},
-                           {"stopped_early", metropolis.stopped},
-                           {"simulations", done + static_cast<int64_t>(kStarts.size())}};
+                           {"stopped_early", metropolis.stopped}};
+    budget.report(info);
     if (curve) {
       info["curve_best_cost_s"] = curve_best;
       info["curve_wall_s"] = curve_wall;
-      info["curve_simulations"] = curve_simulations;  // the starts' simulations, then one per move
+      info["curve_simulations"] = curve_simulations;  // every simulation so far, the starts' included
     }
     return {std::move(best_placement), std::move(info)};
   }

@@ -12,8 +12,10 @@
 #include <fmt/format.h>
 
 #include "graphs/error.h"
+#include "policy/budget.h"
 #include "policy/classic/throughput.h"
 #include "policy/classic/throughput_model.h"
+#include "policy/classic/units.h"
 #include "sim/pipeline.h"
 
 namespace placelab::policy {
@@ -130,7 +132,7 @@ bool ideal_chain(const ThroughputModel& m, const std::vector<int32_t>& dev, int3
 class LocalSearchPlacer final : public Placer {
  public:
   PlaceResult place(const PlaceRequest& request) const override {
-    check_options("local_search", request.options, {"restarts", "contiguous", "max_steps", "use_cpus"});
+    check_options("local_search", request.options, {"restarts", "contiguous", "max_steps", "use_cpus", "seconds"});
     const auto& o = request.options;
     auto integer = [&](const char* key, int64_t fallback) {
       if (!o.contains(key)) return fallback;
@@ -145,6 +147,8 @@ class LocalSearchPlacer final : public Placer {
     };
     const int64_t restarts = integer("restarts", 10), max_steps = integer("max_steps", 100000);
     const bool contiguous = flag("contiguous", false), use_cpus = flag("use_cpus", false);
+    // A time budget: descent steps (each a scan of every move) start while it covers the longest so far.
+    Budget budget(request, 0, option_number("local_search", o, "seconds", 0));
 
     const ThroughputModel m(request.simulator, false, false);
     const int32_t D = Assignment::num_devices(m);
@@ -170,7 +174,9 @@ class LocalSearchPlacer final : public Placer {
     Score best{std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity()};
     int64_t total_steps = 0;
     std::vector<double> tmp_load, tmp_memory;
-    for (int64_t r = 0; r < restarts; ++r) {
+    bool out_of_time = false;
+    for (int64_t r = 0; r < restarts && !out_of_time; ++r) {
+      if (r > 0 && !budget.allows(0)) break;
       std::vector<int32_t> start(G);
       if (contiguous) {
         // A random topological order cut into consecutive chunks, one per device in random order.
@@ -219,8 +225,14 @@ class LocalSearchPlacer final : public Placer {
       }
       Assignment a(m, start);
       Score current = a.score_after(0, a.device_of_group()[0], tmp_load, tmp_memory);
+      if (!budget.end_unit(r > 0)) break;  // a restart's start is a unit too; the first is kept whatever its time
       for (int64_t step = 0; step < max_steps; ++step) {
         request.check_interrupt();
+        if (!budget.allows(0)) {
+          out_of_time = true;
+          break;
+        }
+          const Score before = current;
         // Every improving move, best first; with `contiguous`, the first that keeps the split contiguous.
         std::vector<std::pair<Score, std::pair<int32_t, int32_t>>> moves;
         for (int32_t v = 0; v < G; ++v) {
@@ -236,15 +248,23 @@ class LocalSearchPlacer final : public Placer {
           return x.first < y.first || (!(y.first < x.first) && x.second < y.second);
         });
         bool moved = false;
+        std::pair<int32_t, int32_t> undo{-1, -1};  // the group moved and the device it left
         for (const auto& [s, mv] : moves) {
           if (contiguous) {
             std::vector<int32_t> trial = a.device_of_group();
             trial[mv.first] = mv.second;
             if (!ideal_chain(m, trial, D)) continue;
           }
+          undo = {mv.first, a.device_of_group()[mv.first]};
           a.move(mv.first, mv.second);
           current = s;
           moved = true;
+          break;
+        }
+        if (!budget.end_unit()) {  // ended past the time budget: the step is dropped
+          if (moved) a.move(undo.first, undo.second);
+          current = before;
+          out_of_time = true;
           break;
         }
         ++total_steps;
@@ -260,6 +280,7 @@ class LocalSearchPlacer final : public Placer {
     const sim::MaxLoadResult eval = sim::max_load(request.simulator, out.device_of);
     out.info = {{"objective", eval.max_load_s}, {"fits", eval.fits}, {"contiguous", eval.contiguous},
                 {"restarts", restarts}, {"steps", total_steps}};
+    budget.report(out.info);
     return out;
   }
 };

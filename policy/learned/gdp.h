@@ -145,6 +145,8 @@ class GdpLearner : public rl::Learner {
   nlohmann::json options() const override { return to_json(options_); }
   rl::StepStats train_step(const rl::Task& task, int64_t step) override;
   std::vector<int32_t> place(const rl::Task& task) override;
+  int64_t max_step_simulations(const rl::Task& task, int64_t step) override;
+  int64_t max_place_simulations(const rl::Task& task) override;
   /** {"params": [...], "optimizer": ..., "rng": ...}; "optimizer" may be absent on load (fresh moments). */
   nlohmann::json state() const override;
   void load_state(const nlohmann::json& state) override;
@@ -167,6 +169,8 @@ class GdpLearner : public rl::Learner {
   };
 
   TaskCache& cache(const rl::Task& task);
+  /** Simulations warm_target(task) runs: the warm_start placers' placements, once per task. */
+  int64_t warm_start_runs(const rl::Task& task) const;
   /** One cross-entropy step towards warm_target(task). */
   rl::StepStats imitation_step(const rl::Task& task);
   /** Unit choices of the cheapest warm_start placement on `task` (computed once per task). */

@@ -157,6 +157,25 @@ rl::StepStats GdpLearner::distill_step(const rl::Task& task) {
   return stats;
 }
 
+int64_t GdpLearner::warm_start_runs(const rl::Task& task) const {
+  const auto it = cache_.find(task.problem);
+  if (it != cache_.end() && !it->second.warm_target.empty()) return 0;
+  return static_cast<int64_t>(policy::split_placer_names(options_.warm_start).size());
+}
+
+// As train_step chooses its kind of step: the simulations each runs.
+int64_t GdpLearner::max_step_simulations(const rl::Task& task, int64_t step) {
+  if (step < options_.warm_steps) return warm_start_runs(task) + 2;  // the greedy placement and the target
+  if (options_.decoder != "schedule") return options_.rollouts;
+  const bool known = best_.contains(task.name);
+  if (options_.distill_from > 0 && step >= options_.distill_from && known) return 1;  // the greedy placement
+  return (!known && !options_.warm_start.empty() ? warm_start_runs(task) : 0) + options_.rollouts;
+}
+
+int64_t GdpLearner::max_place_simulations(const rl::Task& /*task*/) {
+  return options_.decoder == "schedule" ? 1 + std::max<int64_t>(options_.place_samples, 0) : 0;
+}
+
 rl::StepStats GdpLearner::train_step(const rl::Task& task, int64_t step) {
   const bool warm = step < options_.warm_steps;
   adam_.set_lr(warm || options_.rl_lr <= 0 ? options_.lr : options_.rl_lr);

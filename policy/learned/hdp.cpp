@@ -291,6 +291,12 @@ rl::StepStats GroupedLearner::train_step(const rl::Task& task, int64_t step) {
   return stats;
 }
 
+int64_t GroupedLearner::max_step_simulations(const rl::Task& /*task*/, int64_t /*step*/) { return opt_.rollouts; }
+
+int64_t GroupedLearner::max_place_simulations(const rl::Task& /*task*/) {
+  return opt_.place_samples > 0 ? 1 + opt_.place_samples : 0;  // one greedy placement alone is not simulated
+}
+
 std::vector<int32_t> GroupedLearner::place(const rl::Task& task) {
   const Problem& problem = *task.problem;
   std::vector<GroupedRollout> rollouts = sample(problem, 1, true);

@@ -126,6 +126,8 @@ class GroupedLearner : public rl::Learner {
   /** The best (by the task's reward) of the greedy decision and place_samples sampled ones; the RNG is
    *  restored afterwards, so placing never changes training. */
   std::vector<int32_t> place(const rl::Task& task) override;
+  int64_t max_step_simulations(const rl::Task& task, int64_t step) override;
+  int64_t max_place_simulations(const rl::Task& task) override;
   nlohmann::json state() const override;
   void load_state(const nlohmann::json& state) override;
 

@@ -416,6 +416,21 @@ std::vector<int32_t> PlacetoLearner::place(const rl::Task& task) {
   return greedy_episode(task, initial_placement(task, rng)).best_placement;
 }
 
+int64_t PlacetoLearner::max_episode_simulations(const rl::Task& task, int64_t episodes) {
+  const TaskData& data = task_data(task);
+  const bool classical = options_.initial != "random" && options_.initial != "single";
+  const int64_t start = classical && data.start.empty()
+                            ? static_cast<int64_t>(policy::split_placer_names(options_.initial).size())
+                            : 0;
+  return start + episodes * (1 + static_cast<int64_t>(data.movable.size()));
+}
+
+int64_t PlacetoLearner::max_step_simulations(const rl::Task& task, int64_t /*step*/) {
+  return max_episode_simulations(task, options_.episodes);
+}
+
+int64_t PlacetoLearner::max_place_simulations(const rl::Task& task) { return max_episode_simulations(task, 1); }
+
 rl::StepStats PlacetoLearner::train_step(const rl::Task& task, int64_t /*step*/) {
   const TaskData& data = task_data(task);
   const size_t steps = data.movable.size();

@@ -77,6 +77,9 @@ class PlacetoLearner final : public rl::Learner {
   rl::StepStats train_step(const rl::Task& task, int64_t step) override;
   /** One greedy episode from the seed's random initial placement; the best placement seen in it. */
   std::vector<int32_t> place(const rl::Task& task) override;
+  /** Episodes run one simulation, then one per unit moved: at most one per movable unit. */
+  int64_t max_step_simulations(const rl::Task& task, int64_t step) override;
+  int64_t max_place_simulations(const rl::Task& task) override;
   nlohmann::json state() const override;
   void load_state(const nlohmann::json& state) override;
 
@@ -93,6 +96,8 @@ class PlacetoLearner final : public rl::Learner {
   struct Network;
   struct TaskData;
   TaskData& task_data(const rl::Task& task);
+  /** At most the simulations of `episodes` episodes on `task`, its classical start included when not made yet. */
+  int64_t max_episode_simulations(const rl::Task& task, int64_t episodes);
   /**
    * Runs an episode: samples with `rng` when set, else greedy. With `step_logits`, also returns the moves'
    * logits [T, D] (on the tape when grad mode is on) and their allowed devices in `step_mask`.

@@ -11,6 +11,7 @@
 
 #include "graphs/error.h"
 #include "graphs/json_util.h"
+#include "policy/budget.h"
 #include "policy/learned/learners.h"
 #include "policy/rl/pg.h"
 #include "policy/rl/trainer.h"
@@ -29,8 +30,9 @@ struct LearnedOptions {
   std::string checkpoint;
   bool pretrained = true;  // gdp without a checkpoint: start from the embedded pre-trained policy
   int64_t steps = -1;  // -1: the default for the starting point
-  double minutes = 0;
-  int64_t simulations = 0;  // > 0: stop training once it has run this many simulations (equal-budget comparisons)
+  // Budgets (policy/budget.h) of the whole call, placing included, for comparisons at equal budgets; 0: none.
+  double seconds = 0;       // "seconds", or "minutes" x 60
+  int64_t simulations = 0;
   bool curve = false;  // report the best cost after every training step in the info (learning curves)
   rl::RewardOptions reward;
   nlohmann::json policy = nlohmann::json::object();
@@ -53,8 +55,10 @@ LearnedOptions read_options(const std::string& name, const nlohmann::json& optio
     } else if (key == "steps") {
       out.steps = root.at(key).as_int();
       if (out.steps < 0) root.at(key).fail("must be >= 0");
-    } else if (key == "minutes") {
-      out.minutes = root.at(key).as_amount();
+    } else if (key == "seconds" || key == "minutes") {
+      if (options.contains("seconds") && options.contains("minutes"))
+        root.fail("gives both \"seconds\" and \"minutes\"; give one time budget");
+      out.seconds = root.at(key).as_amount() * (key == "minutes" ? 60 : 1);
     } else if (key == "simulations") {
       out.simulations = root.at(key).as_int();
       if (out.simulations < 1) root.at(key).fail("must be >= 1");
@@ -70,7 +74,7 @@ LearnedOptions read_options(const std::string& name, const nlohmann::json& optio
   const nlohmann::json learner_keys = rl::make_learner(name, nlohmann::json::object(), 0)->options();
   for (const auto& [key, value] : out.policy.items()) {
     if (learner_keys.contains(key)) continue;
-    std::string known = "checkpoint, steps, minutes, simulations, curve, reward";
+    std::string known = "checkpoint, steps, simulations, seconds, minutes, curve, reward";
     if (name == "gdp") known += ", pretrained";
     for (const auto& [k, v] : learner_keys.items()) known += ", " + k;
     root.fail(fmt::format("unknown field \"{}\" (known fields: {})", key, known));
@@ -98,6 +102,7 @@ class LearnedPlacer : public policy::Placer {
 
   policy::PlaceResult place(const policy::PlaceRequest& request) const override {
     const LearnedOptions options = read_options(name_, request.options);
+    policy::Budget budget(request, options.simulations, options.seconds);
     std::unique_ptr<rl::Learner> learner;
     std::string start = "scratch", note;
     if (!options.checkpoint.empty()) {
@@ -117,8 +122,8 @@ class LearnedPlacer : public policy::Placer {
     }
     int64_t steps = options.steps;
     if (steps < 0) {
-      if (options.minutes > 0 || options.simulations > 0) {
-        steps = std::numeric_limits<int64_t>::max();  // the time or simulation limit decides
+      if (options.seconds > 0 || options.simulations > 0) {
+        steps = std::numeric_limits<int64_t>::max();  // the time or simulation budget decides
       } else {
         steps = start == "scratch" ? default_steps(name_) : 0;  // a checkpoint places zero-shot
       }
@@ -132,24 +137,37 @@ class LearnedPlacer : public policy::Placer {
     const std::shared_ptr<const sim::Simulator> simulator(std::shared_ptr<const sim::Simulator>(), &request.simulator);
     const rl::Task task = rl::make_task(fmt::format("{} on {}", request.graph().name(), request.cluster().name()),
                                         simulator, options.reward);
+    // Kept aside for after training: the policy's placement, then comparing it with the best rollout.
+    const int64_t placing = options.simulations > 0 ? learner->max_place_simulations(task) + 2 : 0;
+    if (options.simulations > 0 && budget.used() + placing > options.simulations) {
+      throw Error(fmt::format("placer {} options: \"simulations\" is {}, but placing alone takes up to {} (the "
+                              "reward's {} reference placements, the policy's placement and the comparison with "
+                              "the best rollout); give at least {}",
+                              name_, options.simulations, budget.used() + placing, budget.used(),
+                              budget.used() + placing));
+    }
+    budget.mark();
     rl::TrainSummary summary;
     std::vector<double> curve, curve_wall;
     std::vector<int64_t> curve_simulations;
-    int64_t simulations = 0;
     if (steps > 0) {
       rl::TrainOptions train;
       train.steps = steps;
-      train.minutes = options.minutes;
       train.seed = request.seed;
+      // A step starts only when the budgets cover it and still the placing after it (policy::Budget); the
+      // placing's time is forecast as one more step.
+      train.before_step = [&](const rl::Task& t, int64_t step) {
+        return budget.allows(options.simulations > 0 ? learner->max_step_simulations(t, step) : 0, placing, 1);
+      };
       const auto on_step = [&](const rl::LogEntry& entry) {
+        budget.end_unit(false);  // a step cannot be taken back: the policy has learned from it
         request.check_interrupt();
-        simulations = entry.simulations;
         if (options.curve) {
           curve.push_back(entry.best_cost_s);
-          curve_simulations.push_back(entry.simulations);
+          curve_simulations.push_back(budget.used());
           curve_wall.push_back(entry.wall_s);
         }
-        return options.simulations == 0 || entry.simulations < options.simulations;
+        return true;
       };
       summary = rl::train(*learner, {task}, train, on_step, [&request](std::string_view status) { request.report(status); });
     }
@@ -160,6 +178,7 @@ class LearnedPlacer : public policy::Placer {
       candidates.push_back(summary.best_placement[0]);
     }
     const rl::Evaluation evaluation = rl::evaluate(task, candidates);
+    budget.end_unit(false);
     const size_t pick = candidates.size() > 1 && evaluation.reward[1] > evaluation.reward[0] ? 1 : 0;
 
     policy::PlaceResult result;
@@ -167,12 +186,12 @@ class LearnedPlacer : public policy::Placer {
     result.info = {{"policy", name_},
                    {"start", start},
                    {"steps", summary.steps},
-                   {"simulations", simulations},
                    {"train_wall_s", summary.wall_s},
                    {"chosen", pick == 0 ? "policy" : "best_rollout"},
                    {"cost_s", evaluation.cost_s[pick]},
                    {"reference_s", task.reference_s},
                    {"objective", rl::objective_name(options.reward.objective)}};
+    budget.report(result.info);
     if (pick == 1) result.info["best_step"] = summary.best_step[0];
     if (!note.empty()) result.info["note"] = note;
     // Infinity (no rollout fitted in memory yet) has no JSON form: null.

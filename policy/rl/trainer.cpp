@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "graphs/error.h"
@@ -227,27 +228,38 @@ void truncate_log(const std::string& path, int64_t step, const std::function<voi
 }
 
 // An exclusive lock on a checkpoint directory for as long as a run uses it: a second run there would
-// interleave its log lines and checkpoints with the first's. The kernel drops it when the process dies.
+// interleave its log lines and checkpoints with the first's. The kernel drops it when the process dies;
+// a run that ends, also by an error, removes the file too. A run that opened the file just before its
+// holder removed it then holds a lock on a file no longer there: it checks the name still leads to the
+// file it locked, and tries again when not.
 class DirectoryLock {
  public:
-  explicit DirectoryLock(const std::string& dir) {
-    const std::string path = (fs::path(dir) / "lock").string();
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw Error(fmt::format("{}: cannot be created ({})", path, std::strerror(errno)));
-    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+  explicit DirectoryLock(const std::string& dir) : path_((fs::path(dir) / "lock").string()) {
+    for (;;) {
+      fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+      if (fd_ < 0) throw Error(fmt::format("{}: cannot be created ({})", path_, std::strerror(errno)));
+      if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+        ::close(fd_);
+        throw Error(fmt::format("{}: another training run is using this directory; wait for it to end, or "
+                                "choose another --checkpoint directory",
+                                dir));
+      }
+      struct stat held {}, named {};
+      if (::fstat(fd_, &held) == 0 && ::stat(path_.c_str(), &named) == 0 && held.st_dev == named.st_dev &&
+          held.st_ino == named.st_ino)
+        return;
       ::close(fd_);
-      throw Error(fmt::format("{}: another training run is using this directory; wait for it to end, or choose "
-                              "another --checkpoint directory",
-                              dir));
     }
   }
   ~DirectoryLock() {
-    if (fd_ >= 0) ::close(fd_);
+    ::unlink(path_.c_str());  // before the lock goes, so that no other run can hold the file being removed
+    ::close(fd_);
   }
   DirectoryLock(const DirectoryLock&) = delete;
   DirectoryLock& operator=(const DirectoryLock&) = delete;
 
  private:
+  std::string path_;
   int fd_ = -1;
 };
 
@@ -439,6 +451,18 @@ std::unique_ptr<Learner> load_learner(const std::string& path) {
   return learner_from_checkpoint(read_checkpoint(path), checkpoint_file(path));
 }
 
+int64_t Learner::max_step_simulations(const Task& task, int64_t /*step*/) {
+  throw Error(fmt::format("policy {} does not say how many simulations a training step takes on {}, so it cannot "
+                          "run on a simulations budget",
+                          name(), task.name));
+}
+
+int64_t Learner::max_place_simulations(const Task& task) {
+  throw Error(fmt::format("policy {} does not say how many simulations placing {} takes, so it cannot run on a "
+                          "simulations budget",
+                          name(), task.name));
+}
+
 TrainSummary train(Learner& learner, const std::vector<Task>& tasks, const TrainOptions& options,
                    const std::function<bool(const LogEntry&)>& on_step,
                    const std::function<void(std::string_view)>& progress) {
@@ -542,6 +566,11 @@ TrainSummary train(Learner& learner, const std::vector<Task>& tasks, const Train
   while (!stop) {
     const int64_t step = state.step;
     comm::set_context(fmt::format("step {}", step));
+    if (options.before_step &&
+        comm::any(!options.before_step(tasks[task_of(step, rank, ranks, n)], step), "budget vote")) {
+      save();
+      break;
+    }
     inject_test_fault(step);
     const size_t mine = task_of(step, rank, ranks, n);
     const StepStats stats = learner.train_step(tasks[mine], step);

@@ -76,6 +76,13 @@ class Learner {
   virtual StepStats train_step(const Task& task, int64_t step) = 0;
   /** The policy's placement of `task` (greedy, or its own search for MDP policies), as an op placement. */
   virtual std::vector<int32_t> place(const Task& task) = 0;
+  /**
+   * At most how many simulations train_step(task, step) will run next, and place(task): what a placer's
+   * simulations budget needs to know before it starts them. The default throws: a policy without them
+   * cannot run on such a budget.
+   */
+  virtual int64_t max_step_simulations(const Task& task, int64_t step);
+  virtual int64_t max_place_simulations(const Task& task);
   /** Everything needed to continue exactly: parameters, optimiser moments, RNG, baselines. */
   virtual nlohmann::json state() const = 0;
   /** Restores state(); throws placelab::Error naming the field on a mismatch (other architecture). */
@@ -134,6 +141,11 @@ struct TrainOptions {
   bool resume = false;          // continue from checkpoint_dir's checkpoint (an error if there is none)
   uint64_t seed = 0;            // recorded in the checkpoint (the learner was seeded when made); a resumed run keeps the saved one
   int64_t progress_every = 0;   // a progress line every so many steps (and every 10 s); 0: about 20 per run
+  /**
+   * Optional: asked before each step with its task and index; false ends the run before that step, with a
+   * checkpoint (a placer's budget of simulations or time, policy/budget.h). Under MPI any rank's false ends it.
+   */
+  std::function<bool(const Task& task, int64_t step)> before_step;
 };
 
 /** Outcome of a run: the best placement found per task. */

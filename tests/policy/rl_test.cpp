@@ -558,6 +558,7 @@ TEST_CASE("rl::train: a run that diverges stops with an error and keeps its last
              Catch::Contains("the checkpoint of step 3 is not written: learner.baseline.mean is not a finite number") &&
                  Catch::Contains("lower the learning rate"));
   CHECK(rl::read_checkpoint(dir.str())["step"] == 2);  // the last good one, readable
+  CHECK_FALSE(std::filesystem::exists(dir.str("lock")));  // a run that failed removes its lock file too
 
   options.checkpoint_every = 100;
   options.resume = true;
@@ -610,9 +611,10 @@ TEST_CASE("rl::train resume: changed files, damaged logs, a second run at once, 
         std::string::npos);
   std::ofstream(log) << text.str();
 
-  // A second run on the directory while the first holds it is refused.
+  // A finished run leaves no lock file; a second run on the directory while the first holds it is refused.
+  CHECK_FALSE(std::filesystem::exists(dir.str("lock")));
   {
-    const int fd = ::open(dir.str("lock").c_str(), O_RDWR);
+    const int fd = ::open(dir.str("lock").c_str(), O_RDWR | O_CREAT, 0644);
     REQUIRE(fd >= 0);
     REQUIRE(::flock(fd, LOCK_EX | LOCK_NB) == 0);
     CHECK(error_of([&] { resume(task); }).find("another training run is using this directory") != std::string::npos);

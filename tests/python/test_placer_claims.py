@@ -658,8 +658,9 @@ def test_learned_placers_are_deterministic_for_a_seed(name):
 DOCUMENTED_OPTIONS = {
     "single_device": [], "round_robin": [], "random": [], "human_expert": ["split_file", "instance"],
     "metis": ["imbalance"], "scotch": [], "heft": [], "m_topo": [], "m_etf": [], "m_sct": ["lp_iterations"],
-    "annealing": ["steps", "seconds", "temperature", "stop_early"], "dp": ["max_ideals", "time_limit_s"],
-    "pipedream": ["max_ideals", "time_limit_s"], "local_search": ["restarts", "max_steps", "contiguous", "use_cpus"],
+    "annealing": ["steps", "simulations", "seconds", "temperature", "stop_early"], "dp": ["max_ideals", "time_limit_s"],
+    "pipedream": ["max_ideals", "time_limit_s"],
+    "local_search": ["restarts", "max_steps", "contiguous", "use_cpus", "seconds"],
     "milp": ["contiguous", "time_limit_s"],
 }
 
@@ -679,7 +680,7 @@ def test_unknown_options_are_errors_listing_the_known_ones():
             assert k in msg, (name, k, msg)
         for k in known:  # and the documented keys are accepted (with a valid value each)
             value = {"split_file": None, "instance": None, "imbalance": 1.05, "lp_iterations": 100, "steps": 5,
-                     "seconds": 0, "temperature": 0.002, "max_ideals": 1000, "time_limit_s": 10, "restarts": 2,
+                     "simulations": 20, "seconds": 0, "temperature": 0.002, "max_ideals": 1000, "time_limit_s": 10, "restarts": 2,
                      "max_steps": 100, "contiguous": False, "use_cpus": False, "stop_early": False}[k]
             if value is not None:
                 pl.place(sim, name, {k: value})

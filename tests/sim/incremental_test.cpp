@@ -174,3 +174,27 @@ TEST_CASE("sim::IncrementalSimulator: a move within a limit stops only past it, 
                       Catch::Contains("NaN"));
   }
 }
+
+TEST_CASE("sim::Simulator::runs counts every simulation: single, batched, incremental", "[sim]") {
+  graphs::Graph g = random_dag(40, 5);
+  Cluster c = make_preset("v100-nvlink-4");
+  Simulator sim(g, c);
+  std::mt19937_64 rng(5);
+  const std::vector<int32_t> p = random_placement(sim, rng);
+  CHECK(sim.runs() == 0);
+  sim.simulate(p);
+  CHECK(sim.runs() == 1);
+  sim.simulate_batch(std::vector<std::vector<int32_t>>(3, p));
+  CHECK(sim.runs() == 4);
+  IncrementalSimulator inc(sim, p);
+  CHECK(sim.runs() == 5);  // its first, full run
+  inc.move(3, (p[3] + 1) % 4);
+  inc.undo();              // reverts without simulating
+  inc.move(3, p[3]);       // no op changes device: nothing to simulate
+  CHECK(sim.runs() == 6);
+  CHECK(inc.move_within(std::vector<graphs::OpId>{0}, (p[0] + 1) % 4, 0.0) == nullptr);  // stopped at once
+  inc.resume(std::numeric_limits<double>::infinity());  // the same run, continued
+  CHECK(sim.runs() == 7);
+  Simulator moved(std::move(sim));
+  CHECK(moved.runs() == 7);
+}
