@@ -38,7 +38,7 @@ void run(const CalibrateArgs& a) {
   check_output("calibrate", "--out", a.out);
   if (!a.measurements.empty()) check_output("calibrate", "--measurements", a.measurements);
   check_distinct_outputs("calibrate", "--out", a.out, "--measurements", a.measurements);
-  if (!a.refit.empty()) return report(a, sim::replay::refit_calibration(io::read_json_file(a.refit), a.refit));
+  if (!a.refit.empty()) return report(a, sim::replay::refit_calibration(reading("--refit", a.refit, [&] { return io::read_json_file(a.refit); }), a.refit));
   const int64_t threads = int64_t{options.devices} * std::max(1, options.replay.threads_per_device);
   const unsigned cores = std::thread::hardware_concurrency();
   if (a.backend == "cpu" && cores > 0 && threads > cores)

@@ -1,5 +1,6 @@
 #include "cli/common.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include "graphs/training.h"
 #include "graphs/zoo/zoo.h"
 #include "sim/placement.h"
+#include "sim/presets.h"
 
 namespace placelab::cli {
 
@@ -47,8 +49,8 @@ void check_distinct_outputs(std::string_view verb, std::string_view option_a, co
     throw Error(fmt::format("{}: {} and {} are both {}; give each its own file", verb, option_a, option_b, a));
 }
 
-graphs::Graph load_graph(const std::string& spec) {
-  if (io::names_a_file(spec)) return graphs::read_graph(spec);
+graphs::Graph load_graph(const std::string& spec, std::string_view option) {
+  if (io::names_a_file(spec)) return reading(option, spec, [&] { return graphs::read_graph(spec); });
   auto colon = spec.find(':');
   std::string name = spec.substr(0, colon);
   graphs::zoo::Params params;
@@ -91,10 +93,14 @@ graphs::Graph load_graph(const std::string& spec) {
   return training ? graphs::expand_training(g) : g;
 }
 
+sim::Cluster load_cluster(const std::string& spec, std::string_view option) {
+  return reading(option, spec, [&] { return sim::load_cluster(spec); });
+}
+
 void print_json(const nlohmann::json& doc) { fmt::print("{}\n", io::dump_json(doc)); }
 
 std::vector<int32_t> read_placement_for(const std::string& path, const sim::Simulator& simulator, std::string_view verb) {
-  sim::Placement p = sim::read_placement(path);
+  sim::Placement p = reading("--placement", path, [&] { return sim::read_placement(path); });
   const std::string& graph = simulator.graph().name();
   const std::string& cluster = simulator.cluster().name();
   if (!p.graph.empty() && p.graph != graph)
@@ -104,7 +110,7 @@ std::vector<int32_t> read_placement_for(const std::string& path, const sim::Simu
   try {
     simulator.check_placement(p.device_of);
   } catch (const Error& e) {
-    throw Error(fmt::format("{}: {}", path, e.what()));
+    throw Error(fmt::format("--placement {}: {}", path, e.what()));
   }
   return std::move(p.device_of);
 }
@@ -118,6 +124,62 @@ CLI::Option* add_seed(CLI::App* cmd, uint64_t& seed, const std::string& help) {
     return "";
   };
   return cmd->add_option("--seed", seed, help)->check(CLI::Validator(decimal, "UINT64"));
+}
+
+namespace {
+
+// Edit distance (insertions, deletions, substitutions) between two names.
+size_t distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// "; did you mean X?" for the nearest of `names` when it is near enough to be a typo of `word`.
+std::string did_you_mean(std::string_view word, const std::vector<std::string>& names, std::string_view list) {
+  const std::string* best = nullptr;
+  size_t best_distance = 0;
+  for (const std::string& name : names) {
+    const size_t d = distance(word, name);
+    if (best == nullptr || d < best_distance) best = &name, best_distance = d;
+  }
+  if (best != nullptr && best_distance <= std::max<size_t>(2, word.size() / 3))
+    return fmt::format("; did you mean {}?", *best);
+  return fmt::format(" ({})", list);
+}
+
+}  // namespace
+
+std::string unknown_argument_hint(const CLI::App& app, const std::vector<std::string>& args) {
+  const std::vector<CLI::App*> parsed = app.get_subcommands();
+  if (parsed.empty()) {
+    if (args.empty() || args[0].starts_with("-")) return "";
+    std::vector<std::string> verbs;
+    for (const CLI::App* verb : app.get_subcommands([](const CLI::App*) { return true; })) verbs.push_back(verb->get_name());
+    if (std::find(verbs.begin(), verbs.end(), args[0]) != verbs.end()) return "";
+    return fmt::format("placelab: unknown verb \"{}\"{}", args[0], did_you_mean(args[0], verbs, "placelab --help lists them"));
+  }
+  const CLI::App& verb = *parsed.front();
+  std::vector<std::string> options = {"--help"};
+  for (const CLI::Option* option : verb.get_options())
+    for (const std::string& name : option->get_lnames()) options.push_back("--" + name);
+  for (const std::string& arg : args) {
+    if (!arg.starts_with("--") || arg == "--") continue;
+    const std::string name = arg.substr(0, arg.find('='));
+    if (std::find(options.begin(), options.end(), name) == options.end())
+      return fmt::format("placelab {}: unknown option {}{}", verb.get_name(), name,
+                         did_you_mean(name, options, fmt::format("placelab {} --help lists them", verb.get_name())));
+  }
+  return "";
 }
 
 std::string human(double value, std::string_view unit) {

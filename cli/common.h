@@ -7,11 +7,13 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "graphs/error.h"
 #include "graphs/graph.h"
 #include "sim/engine.h"
 
@@ -22,7 +24,9 @@ namespace placelab::cli {
  * `NAME[:key=value,...]` (e.g. `gnmt:layers=8,steps=20`); the key `training=1` expands it to a
  * training graph.
  */
-graphs::Graph load_graph(const std::string& spec);
+graphs::Graph load_graph(const std::string& spec, std::string_view option = "--graph");
+/** A cluster argument: a placelab.cluster (or msr instance) file, or a preset name; errors about the file name `option`. */
+sim::Cluster load_cluster(const std::string& spec, std::string_view option = "--cluster");
 
 /**
  * The placement file `path` checked against `simulator` (errors name the file); a warning on stderr when
@@ -55,6 +59,28 @@ void print_json(const nlohmann::json& doc);
 
 /** Adds `--seed` to `cmd`: a decimal integer in 0..2^64-1 (the parser alone would wrap -1 and saturate). */
 CLI::Option* add_seed(CLI::App* cmd, uint64_t& seed, const std::string& help);
+
+/**
+ * For a usage error: when `args` (argv after the program) hold an unknown verb, or an option the verb does not
+ * take, a line naming it and the nearest valid name ("placelab place: unknown option --clusters; did you
+ * mean --cluster?"); "" otherwise.
+ */
+std::string unknown_argument_hint(const CLI::App& app, const std::vector<std::string>& args);
+
+/**
+ * Runs `read` (which reads the file `path` given as `option`), prefixing an error about that file with the
+ * option: "--placement missing.json: no such file".
+ */
+template <class Read>
+auto reading(std::string_view option, const std::string& path, Read&& read) -> decltype(read()) {
+  try {
+    return read();
+  } catch (const Error& e) {
+    const std::string_view message = e.what();
+    if (!message.starts_with(path + ":")) throw;
+    throw Error(fmt::format("{} {}", option, message));
+  }
+}
 
 /** "1.23 G" style numbers for tables. */
 std::string human(double value, std::string_view unit = "");

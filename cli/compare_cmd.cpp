@@ -45,7 +45,7 @@ void run(const CompareArgs& a) {
     for (const auto& name : names) policy::make_placer(name);  // unknown names fail before any work
   }
   graphs::Graph g = load_graph(a.graph);
-  sim::Cluster c = sim::load_cluster(a.cluster);
+  sim::Cluster c = load_cluster(a.cluster);
   sim::Simulator simulator(g, c);
   // A placer that fails (no split fits, too many ideals...) costs its row, not the others'.
   nlohmann::json rows = nlohmann::json::array();

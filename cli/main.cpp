@@ -3,7 +3,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <exception>
+#include <string>
 #include <system_error>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -45,7 +47,11 @@ int main(int argc, char** argv) {
     if (std::fflush(stdout) != 0 || std::ferror(stdout))
       throw std::system_error(errno, std::generic_category(), "stdout: write failed");
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // An unknown verb or option: name it and the nearest valid one, in the parser's two lines.
+    const std::string hint = placelab::cli::unknown_argument_hint(app, std::vector<std::string>(argv + 1, argv + argc));
+    if (hint.empty()) return app.exit(e);
+    placelab::cli::note("{}\n{}\n", hint, "Run with --help for more information.");
+    return e.get_exit_code();
   } catch (const std::system_error& e) {  // e.g. output that could not be written (fmt::print, the check above)
     placelab::cli::note("placelab: error: {}\n", for_people(e.what()));
     return 1;

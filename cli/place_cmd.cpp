@@ -55,7 +55,7 @@ void run(const PlaceArgs& a) {
   policy::make_placer(placer);  // unknown names fail before any work
   if (!a.out.empty()) check_output("place", "--out", a.out, {a.graph, a.cluster});
   graphs::Graph g = load_graph(a.graph);
-  sim::Cluster c = sim::load_cluster(a.cluster);
+  sim::Cluster c = load_cluster(a.cluster);
   sim::Simulator simulator(g, c);
   PlacerRun r = run_placer(simulator, placer, options, a.seed);
   // Under mpirun a learned placer trains data-parallel over the ranks (rl::train); rank 0 answers.
@@ -126,7 +126,9 @@ PlacerRun run_placer(const sim::Simulator& simulator, const std::string& placer,
 
 void print_runs_table(std::span<const PlacerRun> runs) {
   double slowest = 0;
-  for (const auto& r : runs) slowest = std::max(slowest, r.sim.step_time_s);
+  std::string slowest_name;
+  for (const auto& r : runs)
+    if (r.sim.step_time_s > slowest) slowest = r.sim.step_time_s, slowest_name = r.placer;
   // OOM: "no", or the largest excess of a device over its capacity.
   fmt::print("{:<16} {:>12} {:>8} {:>12} {:>11} {:>12} {:>12}\n", "placer", "step time", "speed-up", "peak mem", "OOM",
              "bytes moved", "place time");
@@ -138,6 +140,8 @@ void print_runs_table(std::span<const PlacerRun> runs) {
                                                          r.sim.device_excess_bytes.end()), "B")
                          : std::string("no"),
                human(r.sim.total_bytes_moved, "B"), human(r.placement_time_s, "s"));
+  if (!slowest_name.empty())
+    fmt::print("speed-up: against the slowest row, {} ({})\n", slowest_name, human(slowest, "s"));
 }
 
 nlohmann::json run_to_json(const PlacerRun& r, const sim::Cluster& c) {

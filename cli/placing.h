@@ -31,7 +31,10 @@ PlacerRun run_placer(const sim::Simulator& simulator, const std::string& placer,
 /** The facts of a run as JSON: placer, step time, peak memory, OOM, bytes moved, placement time, info. */
 nlohmann::json run_to_json(const PlacerRun& run, const sim::Cluster& cluster);
 
-/** One line per run: placer, step time, speed-up over the slowest, peak memory, OOM, bytes moved, placement time. */
+/**
+ * One line per run: placer, step time, speed-up over the slowest row, peak memory, OOM, bytes moved, placement
+ * time; then a line naming that slowest row.
+ */
 void print_runs_table(std::span<const PlacerRun> runs);
 
 }  // namespace placelab::cli

@@ -36,14 +36,14 @@ sim::replay::ReplayPlan make_plan(const ReplayArgs& a, const std::string& placem
     if (!a.graph.empty() || !a.placements.empty() || !a.cluster.empty() || !a.profile.empty())
       throw Error("replay: a plan holds its graph, cluster and times: give either --plan F or --graph G --cluster C "
                   "--placement P [--profile F], not both");
-    return sim::replay::read_plan(a.plan);
+    return reading("--plan", a.plan, [&] { return sim::replay::read_plan(a.plan); });
   }
   if (a.graph.empty() || a.cluster.empty() || placement.empty())
     throw Error("replay: give --graph G --cluster C --placement P (or --plan F, a saved replay plan)");
   graphs::Graph g = load_graph(a.graph);
-  sim::Cluster c = sim::load_cluster(a.cluster);
+  sim::Cluster c = load_cluster(a.cluster);
   std::shared_ptr<const sim::CostModel> cost = sim::default_cost_model();
-  if (!a.profile.empty()) cost = sim::read_profile(a.profile, cost);
+  if (!a.profile.empty()) cost = reading("--profile", a.profile, [&] { return sim::read_profile(a.profile, cost); });
   sim::Simulator simulator(g, c, cost);
   return sim::replay::export_plan(simulator, read_placement_for(placement, simulator, "replaying"));
 }

@@ -90,9 +90,9 @@ void run(const SimulateArgs& a) {
   check_modes(a);
   if (!a.trace.empty()) check_output("simulate", "--trace", a.trace, {a.graph, a.cluster, a.placement, a.profile});
   graphs::Graph g = load_graph(a.graph);
-  sim::Cluster c = sim::load_cluster(a.cluster);
+  sim::Cluster c = load_cluster(a.cluster);
   std::shared_ptr<const sim::CostModel> cost = sim::default_cost_model();
-  if (!a.profile.empty()) cost = sim::read_profile(a.profile, cost);
+  if (!a.profile.empty()) cost = reading("--profile", a.profile, [&] { return sim::read_profile(a.profile, cost); });
   std::optional<sim::Priority> priority;  // unset: the cluster's
   if (!a.priority.empty()) {
     priority = sim::priority_from_name(a.priority);

@@ -138,7 +138,7 @@ void run(const TrainArgs& a) {
                                           saved_options ? saved_where + ": reward saved there" : "--options.reward");
     options.erase("reward");
   }
-  auto cluster = std::make_shared<const sim::Cluster>(sim::load_cluster(a.cluster));
+  auto cluster = std::make_shared<const sim::Cluster>(load_cluster(a.cluster));
   std::unique_ptr<rl::Learner> learner;  // bad names and options before the graphs are built
   try {
     // Steps unknown (0): a run's options must not depend on --steps, or a longer resumed run would differ.
@@ -150,7 +150,7 @@ void run(const TrainArgs& a) {
 
   std::vector<rl::Task> tasks;
   for (const std::string& spec : split_graph_specs(a.graphs)) {
-    auto graph = std::make_shared<const graphs::Graph>(load_graph(spec));
+    auto graph = std::make_shared<const graphs::Graph>(load_graph(spec, "--graphs"));
     tasks.push_back(rl::make_task(fmt::format("{} on {}", spec, cluster->name()), graph, cluster, reward));
   }
 

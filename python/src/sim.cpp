@@ -474,6 +474,10 @@ void init_sim(py::module_& m) {
       }, py::arg("op"), py::arg("device"), py::arg("limit") = py::none(),
          "Moves `op` to `device` and returns the new simulate() dict; `limit` as for a group move.")
       .def("resume", [](sim::IncrementalSimulator& inc, std::optional<double> limit) {
+        // The core's message names its C++ call; say it in the Python calls that lead here.
+        if (!inc.stopped())
+          throw Error("IncrementalSimulator.resume(): no move stopped at its limit; resume() continues a "
+                      "move(..., limit=...) that returned None");
         return result_or_none(inc.resume(limit_s(limit)));
       }, py::arg("limit") = py::none(),
          "Continues the move that stopped at its limit, up to a new `limit` (None: to the end); returns the simulate() "

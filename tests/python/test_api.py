@@ -384,8 +384,11 @@ def test_incremental_move_within_a_limit(simulator):
     r = inc.resume()  # no limit: to the end, equal to a full run
     for key, value in full.items():
         assert np.array_equal(r[key], value), key
-    with pytest.raises(ValueError, match="no move stopped"):
+    with pytest.raises(ValueError, match="no move stopped") as error:
         inc.resume()
+    # It names the Python calls, not the C++ move_within().
+    assert "IncrementalSimulator.resume()" in str(error.value) and "move(..., limit=...)" in str(error.value)
+    assert "move_within" not in str(error.value)
     # A stopped move is undone like any other; a limit above the step time changes nothing.
     assert inc.move(5, (int(q[5]) + 1) % simulator.num_devices, limit=0.0) is None
     assert inc.undo()["step_time_s"] == full["step_time_s"]
