@@ -2,6 +2,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+
+#include <fmt/format.h>
+
+#include "graphs/error.h"
 
 namespace placelab::policy {
 
@@ -12,8 +19,22 @@ Budget::Budget(const PlaceRequest& request, int64_t simulations, double seconds)
       runs_at_start_(request.simulator.runs()),
       start_s_(now()) {}
 
+// PLACELAB_BUDGET_CLOCK=thread or process: budgets in CPU seconds of the calling thread or of the whole process
+// (all its threads), for comparisons at equal time on a machine shared with other work (bench/wall_time.py).
 double Budget::now() const {
   if (request_->clock) return request_->clock();
+  static const clockid_t cpu = [] {
+    const char* kind = std::getenv("PLACELAB_BUDGET_CLOCK");
+    if (kind == nullptr || std::strcmp(kind, "wall") == 0) return clockid_t{-1};
+    if (std::strcmp(kind, "thread") == 0) return CLOCK_THREAD_CPUTIME_ID;
+    if (std::strcmp(kind, "process") == 0) return CLOCK_PROCESS_CPUTIME_ID;
+    throw Error(fmt::format("PLACELAB_BUDGET_CLOCK is \"{}\"; use wall, thread or process", kind));
+  }();
+  if (cpu != clockid_t{-1}) {
+    timespec t{};
+    clock_gettime(cpu, &t);
+    return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+  }
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 

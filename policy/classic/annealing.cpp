@@ -2,7 +2,8 @@
 // fast heuristics, move one colocation class to another device, re-simulate incrementally (only the
 // events after the moved ops' inputs are replayed), and accept by the Metropolis rule. Returns the best
 // placement seen, so it is never worse than its start. Cost: step time, doubled (and more) when out of memory.
-// The temperature cools geometrically to 1% of its start over the step budget.
+// The temperature cools geometrically to 1% of its start over the steps, or over the time budget when only
+// that is given. anneal() is the search from any start (annealing.h), which the learned placers reuse.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -12,7 +13,7 @@
 #include <fmt/format.h>
 
 #include "graphs/error.h"
-#include "policy/budget.h"
+#include "policy/classic/annealing.h"
 #include "policy/classic/units.h"
 
 namespace placelab::policy {
@@ -79,101 +80,134 @@ class AnnealingPlacer final : public Placer {
       throw Error(fmt::format("placer annealing options: \"simulations\" is {}, but starting takes {} (six heuristics "
                               "simulated, then the incremental simulator's first run); give at least {}",
                               simulations, kSetupRuns, kSetupRuns + 1));
-    // With a simulations budget the moves default to what it leaves (the cooling is spread over them).
-    const int64_t steps =
-        option_int("annealing", request.options, "steps", simulations > 0 ? simulations - kSetupRuns : 1000);
     const double seconds = option_number("annealing", request.options, "seconds", 0);
+    AnnealingSettings settings;
+    // With a simulations budget the moves default to what it leaves, with only a time budget to what the time
+    // allows (0): either way the cooling is spread over the budget, so that it completes in it.
+    settings.steps = option_int("annealing", request.options, "steps",
+                                simulations > 0 ? simulations - kSetupRuns : seconds > 0 ? 0 : 1000);
     Budget budget(request, simulations, seconds);
-    const double temperature = option_number("annealing", request.options, "temperature", 0.002);
-    const bool curve = option_bool("annealing", request.options, "curve", false);
+    settings.temperature = option_number("annealing", request.options, "temperature", 0.002);
+    settings.curve = option_bool("annealing", request.options, "curve", false);
     // Exact either way (same moves, same result); off, every move replays to the end (for comparisons).
-    const bool stop_early = option_bool("annealing", request.options, "stop_early", true);
-    const sim::Simulator& sim = request.simulator;
-    const sim::Cluster& c = request.cluster();
+    settings.stop_early = option_bool("annealing", request.options, "stop_early", true);
 
-    // The start: the best of a few fast heuristics.
-    std::string start_name;
-    std::vector<int32_t> start;
-    double start_cost = 0;
-    for (const char* name : kStarts) {
-      PlaceRequest sub{sim, nlohmann::json::object(), request.seed, {}};
-      std::vector<int32_t> p = make_placer(name)->place(sub).device_of;
-      const double cost = cost_of(sim.simulate(p), c);
-      if (start.empty() || cost < start_cost) start_name = name, start = std::move(p), start_cost = cost;
-    }
-    request.report(fmt::format("start {} at {:.6g} s", start_name, start_cost));
-
-    Units units(sim);
-    std::vector<std::vector<int32_t>> allowed(units.num_units());
-    std::vector<int32_t> movable;  // units with a choice
-    for (int32_t u = 0; u < units.num_units(); ++u) {
-      allowed[u] = units.allowed_devices(u);
-      std::sort(allowed[u].begin(), allowed[u].end());
-      if (allowed[u].size() > 1) movable.push_back(u);
-    }
-    sim::IncrementalSimulator state(sim, start);
-    budget.mark();
-    if (seconds > 0 && budget.elapsed_s() > seconds)
-      throw Error(fmt::format("annealing: starting (six heuristics, each simulated) took {:.3g} s, more than the "
-                              "\"seconds\" budget of {} s; raise it",
-                              budget.elapsed_s(), seconds));
-    std::mt19937_64 rng(request.seed);
-    Metropolis metropolis{&rng, &c, stop_early};
-    double current = start_cost, best = start_cost;
-    std::vector<int32_t> best_placement = start;
-    int64_t done = 0, accepted = 0, improved = 0;
-    // Best cost after each move, as the learned placers report their learning curves (equal-budget plots).
-    std::vector<double> curve_best, curve_wall;
-    std::vector<int64_t> curve_simulations;
-    for (; done < steps && !movable.empty() && budget.allows(1); ++done) {
-      request.check_interrupt();
-      const int32_t u = movable[uniform_index(rng, static_cast<int32_t>(movable.size()))];
-      const int32_t from = state.placement()[units.ops(u)[0]];
-      // Uniform over the allowed devices other than `from` (the list is sorted and holds `from`).
-      size_t k = static_cast<size_t>(uniform_index(rng, static_cast<int32_t>(allowed[u].size()) - 1));
-      if (allowed[u][k] >= from) ++k;
-      const int32_t to = allowed[u][k];
-      // Geometric cooling from `temperature` (a fraction of the start cost) to 1% of it over the steps.
-      const double t = temperature * start_cost * std::pow(0.01, static_cast<double>(done) / static_cast<double>(steps));
-      // The Metropolis rule, decided as soon as the replay can tell (see Metropolis).
-      const std::optional<double> cost = metropolis.judge(state, units.ops(u), to, current, t);
-      if (!budget.end_unit()) {  // ended past the time budget: the move is dropped
-        state.undo();
-        break;
-      }
-      if (cost) {
-        current = *cost;
-        ++accepted;
-        if (*cost < best) {
-          best = *cost;
-          best_placement.assign(state.placement().begin(), state.placement().end());
-          ++improved;
-        }
-      } else {
-        state.undo();  // exact, with no second replay, also after a replay stopped early
-      }
-      if (curve) {
-        curve_best.push_back(best);
-        curve_wall.push_back(budget.elapsed_s());
-        curve_simulations.push_back(budget.used());
-      }
-      if (steps >= 10 && (done + 1) % (steps / 10) == 0)
-        request.report(fmt::format("step {} of {}: best {:.6g} s", done + 1, steps, best));
-    }
-    nlohmann::json info = {{"start", start_name},  {"start_cost_s", start_cost}, {"best_cost_s", best},
-                           {"steps", done},         {"accepted", accepted},      {"improvements", improved},
-                           {"stopped_early", metropolis.stopped}};
-    budget.report(info);
-    if (curve) {
-      info["curve_best_cost_s"] = curve_best;
-      info["curve_wall_s"] = curve_wall;
-      info["curve_simulations"] = curve_simulations;  // every simulation so far, the starts' included
-    }
-    return {std::move(best_placement), std::move(info)};
+    const AnnealingStart start = best_annealing_start(request, kStarts);
+    request.report(fmt::format("start {} at {:.6g} s", start.name, start.cost));
+    return anneal(request, budget, start, settings);
   }
 };
 
 }  // namespace
+
+double annealing_cost(const sim::SimResult& result, const sim::Cluster& cluster) { return cost_of(result, cluster); }
+
+std::span<const char* const> annealing_start_placers() { return kStarts; }
+
+AnnealingStart best_annealing_start(const PlaceRequest& request, std::span<const char* const> placers) {
+  AnnealingStart best;
+  bool any = false;
+  for (const char* name : placers) {
+    PlaceRequest sub{request.simulator, nlohmann::json::object(), request.seed, {}};
+    std::vector<int32_t> p = make_placer(name)->place(sub).device_of;
+    const double cost = cost_of(request.simulator.simulate(p), request.cluster());
+    if (!any || cost < best.cost) best = {name, std::move(p), cost}, any = true;
+  }
+  return best;
+}
+
+PlaceResult anneal(const PlaceRequest& request, Budget& budget, const AnnealingStart& start,
+                   const AnnealingSettings& settings) {
+  const sim::Simulator& sim = request.simulator;
+  const sim::Cluster& c = request.cluster();
+  Units units(sim);
+  std::vector<std::vector<int32_t>> allowed(units.num_units());
+  std::vector<int32_t> movable;  // units with a choice
+  for (int32_t u = 0; u < units.num_units(); ++u) {
+    allowed[u] = units.allowed_devices(u);
+    std::sort(allowed[u].begin(), allowed[u].end());
+    if (allowed[u].size() > 1) movable.push_back(u);
+  }
+  sim::IncrementalSimulator state(sim, start.placement);
+  budget.mark();
+  const double seconds = budget.seconds();
+  if (seconds > 0 && budget.elapsed_s() > seconds)
+    throw Error(fmt::format("annealing: starting (the start placement, {}, then the incremental simulator's first run) "
+                            "took {:.3g} s, more than the \"seconds\" budget of {} s; raise it",
+                            start.name, budget.elapsed_s(), seconds));
+  // steps = 0: the moves the time allows, the temperature cooling over the time left after the start.
+  const bool by_time = settings.steps <= 0;
+  if (by_time && !(seconds > 0))
+    throw Error("annealing: cooling over the time budget (steps 0) needs \"seconds\"; give steps or seconds");
+  const int64_t steps = by_time ? std::numeric_limits<int64_t>::max() : settings.steps;
+  const double setup_s = by_time ? budget.elapsed_s() : 0;
+  std::mt19937_64 rng(request.seed);
+  Metropolis metropolis{&rng, &c, settings.stop_early};
+  const double start_cost = start.cost;
+  double current = start_cost, best = start_cost;
+  std::vector<int32_t> best_placement = start.placement;
+  int64_t done = 0, accepted = 0, improved = 0;
+  int reported = 0;  // tenths of the cooling reported
+  // Best cost after each move, as the learned placers report their learning curves (equal-budget plots).
+  std::vector<double> curve_best, curve_wall;
+  std::vector<int64_t> curve_simulations;
+  for (; done < steps && !movable.empty() && budget.allows(1); ++done) {
+    request.check_interrupt();
+    const int32_t u = movable[uniform_index(rng, static_cast<int32_t>(movable.size()))];
+    const int32_t from = state.placement()[units.ops(u)[0]];
+    int32_t to = 0;
+    if (settings.propose) {
+      to = settings.propose(u, from, allowed[u], rng);
+    } else {  // uniform over the allowed devices other than `from` (the list is sorted and holds `from`)
+      size_t k = static_cast<size_t>(uniform_index(rng, static_cast<int32_t>(allowed[u].size()) - 1));
+      if (allowed[u][k] >= from) ++k;
+      to = allowed[u][k];
+    }
+    // Geometric cooling from `temperature` (a fraction of the start cost) to 1% of it over the steps (or time).
+    const double progress = by_time ? std::clamp((budget.elapsed_s() - setup_s) / std::max(seconds - setup_s, 1e-9),
+                                                 0.0, 1.0)
+                                    : static_cast<double>(done) / static_cast<double>(steps);
+    const double t = settings.temperature * start_cost * std::pow(0.01, progress);
+    // The Metropolis rule, decided as soon as the replay can tell (see Metropolis).
+    const std::optional<double> cost = metropolis.judge(state, units.ops(u), to, current, t);
+    if (!budget.end_unit()) {  // ended past the time budget: the move is dropped
+      state.undo();
+      break;
+    }
+    if (cost) {
+      current = *cost;
+      ++accepted;
+      if (*cost < best) {
+        best = *cost;
+        best_placement.assign(state.placement().begin(), state.placement().end());
+        ++improved;
+      }
+    } else {
+      state.undo();  // exact, with no second replay, also after a replay stopped early
+    }
+    if (settings.curve) {
+      curve_best.push_back(best);
+      curve_wall.push_back(budget.elapsed_s());
+      curve_simulations.push_back(budget.used());
+    }
+    const int tenth = by_time ? static_cast<int>(progress * 10) : steps >= 10 ? static_cast<int>((done + 1) / (steps / 10)) : 0;
+    if (tenth > reported) {
+      reported = tenth;
+      request.report(by_time ? fmt::format("{} moves, {}0% of the time: best {:.6g} s", done + 1, tenth, best)
+                             : fmt::format("step {} of {}: best {:.6g} s", done + 1, steps, best));
+    }
+  }
+  nlohmann::json info = {{"start", start.name},  {"start_cost_s", start_cost}, {"best_cost_s", best},
+                         {"steps", done},         {"accepted", accepted},      {"improvements", improved},
+                         {"stopped_early", metropolis.stopped}, {"cooling", by_time ? "seconds" : "steps"}};
+  budget.report(info);
+  if (settings.curve) {
+    info["curve_best_cost_s"] = curve_best;
+    info["curve_wall_s"] = curve_wall;
+    info["curve_simulations"] = curve_simulations;  // every simulation so far, the starts' included
+  }
+  return {std::move(best_placement), std::move(info)};
+}
 
 std::unique_ptr<Placer> make_annealing_placer() { return std::make_unique<AnnealingPlacer>(); }
 

@@ -12,6 +12,7 @@
 #include "graphs/error.h"
 #include "graphs/json_util.h"
 #include "policy/budget.h"
+#include "policy/classic/annealing.h"
 #include "policy/learned/learners.h"
 #include "policy/rl/pg.h"
 #include "policy/rl/trainer.h"
@@ -34,6 +35,9 @@ struct LearnedOptions {
   double seconds = 0;       // "seconds", or "minutes" x 60
   int64_t simulations = 0;
   bool curve = false;  // report the best cost after every training step in the info (learning curves)
+  // "train": fine-tune on the request's graph (steps), then place; "anneal": place with the policy, then
+  // simulated annealing from the better of that and annealing's heuristics for the rest of the budget.
+  std::string search = "train";
   rl::RewardOptions reward;
   nlohmann::json policy = nlohmann::json::object();
 };
@@ -64,6 +68,9 @@ LearnedOptions read_options(const std::string& name, const nlohmann::json& optio
       if (out.simulations < 1) root.at(key).fail("must be >= 1");
     } else if (key == "curve") {
       out.curve = flag(key, value);
+    } else if (key == "search") {
+      out.search = root.at(key).as_string();
+      if (out.search != "train" && out.search != "anneal") root.at(key).fail("must be \"train\" or \"anneal\"");
     } else if (key == "reward") {
       out.reward = rl::reward_options_from_json(value, where + ".reward");
     } else {
@@ -74,12 +81,38 @@ LearnedOptions read_options(const std::string& name, const nlohmann::json& optio
   const nlohmann::json learner_keys = rl::make_learner(name, nlohmann::json::object(), 0)->options();
   for (const auto& [key, value] : out.policy.items()) {
     if (learner_keys.contains(key)) continue;
-    std::string known = "checkpoint, steps, simulations, seconds, minutes, curve, reward";
+    std::string known = "checkpoint, steps, simulations, seconds, minutes, curve, search, reward";
     if (name == "gdp") known += ", pretrained";
     for (const auto& [k, v] : learner_keys.items()) known += ", " + k;
     root.fail(fmt::format("unknown field \"{}\" (known fields: {})", key, known));
   }
+  if (out.search == "anneal" && out.steps > 0)
+    root.at("steps").fail("trains the policy, which \"search\": \"anneal\" does not; leave out one of them");
   return out;
+}
+
+// "search": "anneal": the policy's placement, or the best of annealing's heuristics when that is cheaper,
+// starts simulated annealing, which spends the rest of the budget (policy/classic/annealing.h): the policy
+// proposes where the search starts, the incremental moves refine it at a fraction of a rollout's cost.
+policy::PlaceResult anneal_search(const policy::PlaceRequest& request, policy::Budget& budget, rl::Learner& learner,
+                                  const rl::Task& task, const LearnedOptions& options) {
+  policy::AnnealingStart start{"policy", learner.place(task), 0};
+  start.cost = policy::annealing_cost(request.simulator.simulate(start.placement), request.cluster());
+  const double policy_cost = start.cost;
+  policy::AnnealingStart classical = policy::best_annealing_start(request, policy::annealing_start_placers());
+  if (classical.cost < start.cost) start = std::move(classical);
+  policy::AnnealingSettings settings;
+  settings.curve = options.curve;
+  // Cooling over what the budget leaves (the incremental simulator's first run comes first), as annealing's.
+  settings.steps = options.simulations > 0 ? options.simulations - budget.used() - 1 : options.seconds > 0 ? 0 : 1000;
+  if (options.simulations > 0 && settings.steps < 1) {
+    throw Error(fmt::format("placer {} options: \"simulations\" is {}, but the \"anneal\" search's start took {}; "
+                            "give more", learner.name(), options.simulations, budget.used() + 1));
+  }
+  policy::PlaceResult result = policy::anneal(request, budget, start, settings);
+  result.info["anneal_start"] = result.info["start"];
+  result.info["policy_cost_s"] = policy_cost;
+  return result;
 }
 
 // A learner of policy `name` restored from checkpoint `doc` (read from `origin`); options given with the
@@ -122,7 +155,7 @@ class LearnedPlacer : public policy::Placer {
     }
     int64_t steps = options.steps;
     if (steps < 0) {
-      if (options.seconds > 0 || options.simulations > 0) {
+      if ((options.seconds > 0 || options.simulations > 0) && options.search == "train") {
         steps = std::numeric_limits<int64_t>::max();  // the time or simulation budget decides
       } else {
         steps = start == "scratch" ? default_steps(name_) : 0;  // a checkpoint places zero-shot
@@ -147,6 +180,14 @@ class LearnedPlacer : public policy::Placer {
                               budget.used() + placing));
     }
     budget.mark();
+    if (options.search == "anneal") {
+      policy::PlaceResult result = anneal_search(request, budget, *learner, task, options);
+      result.info["policy"] = name_;
+      result.info["start"] = start;
+      result.info["search"] = "anneal";
+      if (!note.empty()) result.info["note"] = note;
+      return result;
+    }
     rl::TrainSummary summary;
     std::vector<double> curve, curve_wall;
     std::vector<int64_t> curve_simulations;

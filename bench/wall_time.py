@@ -1,0 +1,236 @@
+#!/usr/bin/python3
+"""Learned placers against annealing at equal wall time on the held-out suite (bench/suites/held_out_wall_time.json):
+GDP zero-shot and GDP's searches against annealing, HEFT and m-SCT at equal seconds and at equal simulations; a table
+per budget, geometric means, and learning curves against wall time. A run appends each configuration's results to
+<out>/wall_time_raw.jsonl as it finishes; --resume skips the configurations already there."""
+
+from __future__ import annotations
+
+import bisect
+import json
+import os
+
+import paperlib
+from paperlib import fmt_s, placelab
+
+SUITE = os.path.join(paperlib.HERE, "suites", "held_out_wall_time.json")
+KINDS = ("recurrent", "dilated", "branchy", "transformer")
+SECONDS, SIMULATIONS = "1,10,60", "1000"
+QUICK = [{"graph": "rnnlm:layers=1,steps=3,training=1", "cluster": "eth-2", "kind": "recurrent"}]
+# The budgeted placers, each given the same budget: annealing (its cooling spread over the budget), GDP's search by
+# fine-tuning the pre-trained policy on the graph, and GDP's search by annealing from the policy's placement.
+SEARCHES = [("annealing", "annealing", {}), ("GDP search (train)", "gdp", {}),
+            ("GDP search (anneal)", "gdp", {"search": "anneal"})]
+CURVE_POINTS = 200  # best-so-far points kept per curve in the raw file (log-spaced in time)
+
+
+def read_configurations(path: str = SUITE) -> list[dict]:
+    """The suite's configurations; a file of another format, or a configuration without graph, cluster or a known
+    kind, is an error naming it."""
+    with open(path) as f:
+        doc = json.load(f)
+    if doc.get("format") != "placelab.configurations" or doc.get("version") != 1:
+        raise SystemExit(f"{path}: not a placelab.configurations version 1 file")
+    out = doc.get("configurations", [])
+    for k, c in enumerate(out):
+        if not isinstance(c.get("graph"), str) or not isinstance(c.get("cluster"), str) or c.get("kind") not in KINDS:
+            raise SystemExit(f"{path}: configurations[{k}] needs \"graph\", \"cluster\" and a \"kind\" of "
+                             f"{', '.join(KINDS)}")
+    return out
+
+
+def thin(info: dict) -> list[list]:
+    """[wall s, simulations, best cost] of a curve at most about CURVE_POINTS times: the first and last points and
+    the first point past each of CURVE_POINTS wall times log-spaced over the run's last three decades."""
+    wall, sims, best = (info.get(k, []) for k in ("curve_wall_s", "curve_simulations", "curve_best_cost_s"))
+    n = min(len(wall), len(sims), len(best))
+    if n == 0:
+        return []
+    end = max(wall[n - 1], 1e-9)
+    marks = [end * 10 ** (3 * (j / (CURVE_POINTS - 1) - 1)) for j in range(CURVE_POINTS)]
+    kept = sorted({0, n - 1} | {min(n - 1, bisect.bisect_left(wall, t, 0, n)) for t in marks})
+    return [[wall[i], sims[i], best[i]] for i in kept]
+
+
+def run(simulator, placer: str, options: dict, seed: int) -> dict:
+    """One placer's result as the raw file keeps it, or {"error"} when it fails (a budget it cannot start in)."""
+    try:
+        r = paperlib.place(simulator, placer, options, seed)
+    except ValueError as e:  # placelab::Error
+        return {"error": str(e)}
+    info = r["info"]
+    kept = {k: info[k] for k in ("simulations", "seconds", "steps", "start", "anneal_start", "chosen", "policy_cost_s")
+            if k in info}
+    return {"step_time_s": r["step_time_s"], "oom": r["oom"], "place_s": r["place_s"], "info": kept,
+            "curve": thin(info)}
+
+
+def measure(config: dict, seconds: list[float], simulations: list[int], seed: int) -> dict:
+    """Every column on one configuration: {"results": {column key: run()}}."""
+    g = paperlib.graph(config["graph"])
+    sim = placelab.Simulator(g, placelab.make_preset(config["cluster"]))
+    results = {"HEFT": run(sim, "heft", {}, seed), "m-SCT": run(sim, "m_sct", {}, seed),
+               "GDP zero-shot": run(sim, "gdp", {"steps": 0}, seed)}
+    # Annealing given the seconds zero-shot GDP took; where its start alone takes longer, its start (8 simulations:
+    # six heuristics, the incremental simulator's first run, one move), marked as slower.
+    zero_s = results["GDP zero-shot"].get("place_s", 1.0)
+    results["annealing at zero-shot's seconds"] = run(sim, "annealing", {"seconds": zero_s}, seed)
+    if "error" in results["annealing at zero-shot's seconds"]:
+        results["annealing at zero-shot's seconds"] = run(sim, "annealing", {"simulations": 8}, seed)
+        results["annealing at zero-shot's seconds"]["slower"] = True
+    for amount, key in [(s, "seconds") for s in seconds] + [(n, "simulations") for n in simulations]:
+        for column, placer, options in SEARCHES:
+            curve = key == "seconds" and amount == max(seconds)
+            results[f"{column} @ {amount:g} {key}"] = run(sim, placer, options | {key: amount, "curve": curve}, seed)
+    return {"graph": config["graph"], "cluster": config["cluster"], "kind": config["kind"], "ops": g.num_ops,
+            "seed": seed, "results": results}
+
+
+def cell(r: dict | None, wall: bool = False) -> str:
+    if not r:
+        return "-"
+    if "error" in r:
+        return "failed"
+    text = fmt_s(r["step_time_s"]) + (" (OOM)" if r["oom"] else "")
+    if wall:
+        text += f", {fmt_s(r['place_s'])}" + (" (slower)" if r.get("slower") else "")
+    if r["info"].get("anneal_start") == "policy":
+        text += " *"
+    return text
+
+
+def ratio(rows: list[dict], mine: str, theirs: str) -> tuple[float, int, int]:
+    """(geometric mean of mine / theirs where both fit, configurations, those where mine is faster by > 0.1%)."""
+    pairs = [(r["results"][mine]["step_time_s"], r["results"][theirs]["step_time_s"]) for r in rows
+             if all(k in r["results"] and "error" not in r["results"][k] and not r["results"][k]["oom"]
+                    for k in (mine, theirs))]
+    return paperlib.geomean_ratio(pairs), len(pairs), sum(a < b * 0.999 for a, b in pairs)
+
+
+def pct(value: tuple[float, int, int]) -> str:
+    g, n, wins = value
+    return "-" if g != g else f"{100 * (g - 1):+.1f}% ({n} configurations, faster in {wins})"
+
+
+def plot(report: paperlib.Report, rows: list[dict], seconds: float) -> None:
+    """Best step time so far against wall time, one panel per configuration, the searches at `seconds`."""
+    panels = [r for r in rows if any(r["results"].get(f"{c} @ {seconds:g} seconds", {}).get("curve")
+                                     for c, _, _ in SEARCHES)]
+    if not panels:
+        return
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cols = min(4, len(panels))
+    nrows = (len(panels) + cols - 1) // cols
+    fig, axes = plt.subplots(nrows, cols, figsize=(4 * cols, 2.8 * nrows), squeeze=False)
+    for ax, r in zip(axes.flat, panels):
+        for column, _, _ in SEARCHES:
+            points = r["results"].get(f"{column} @ {seconds:g} seconds", {}).get("curve", [])
+            xs = [p[0] for p in points if p[2] is not None and p[0] > 0]
+            ax.step(xs, [p[2] * 1e3 for p in points if p[2] is not None and p[0] > 0], where="post", label=column)
+        for column, style in (("HEFT", ":"), ("GDP zero-shot", "--")):
+            got = r["results"].get(column, {})
+            if "step_time_s" in got and not got["oom"]:
+                ax.axhline(got["step_time_s"] * 1e3, linestyle=style, color="grey", linewidth=0.8, label=column)
+        ax.set_xscale("log")
+        ax.set_title(f"{r['graph'].split(':')[0]} on {r['cluster']}", fontsize=8)
+        ax.set_xlabel("wall time (s)", fontsize=7)
+        ax.set_ylabel("best step time (ms)", fontsize=7)
+        ax.tick_params(labelsize=7)
+    axes.flat[0].legend(fontsize=6)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(report.plot_path("curves"), dpi=100)
+    plt.close(fig)
+
+
+def write_report(report: paperlib.Report, rows: list[dict], seconds: list[float], simulations: list[int]) -> str:
+    args = report.args
+    report.intro = [
+        f"Suite: `{os.path.relpath(args.suite, paperlib.ROOT)}` ({len(rows)} configurations), graphs and clusters the "
+        "pre-trained GDP policy never trained on. Budgets cover each placer's whole call, every simulation counted "
+        "(docs/placers.md#budgets). Annealing starts from the best of six heuristics; with `seconds` alone its "
+        "cooling runs over the time the budget leaves, so it completes. *GDP search (train)* fine-tunes the "
+        "pre-trained policy on the graph by PPO with windows and self-imitation, then places (docs/learned.md); "
+        "*GDP search (anneal)* places with the policy (greedy decode and 16 samples), then anneals from the better "
+        "of that placement and annealing's heuristics ('*' in a cell: the policy's placement was the better start). "
+        "GDP's decodes run on every core (oneTBB), annealing on one. Ratios: geometric means of the first placer's "
+        "step time over the second's where both fit in memory (negative: the first is faster)."]
+    report.claim("GDP zero-shot against HEFT", "-", pct(ratio(rows, "GDP zero-shot", "HEFT")))
+    report.claim("GDP zero-shot against annealing given the same seconds", "ahead (target)",
+                 pct(ratio(rows, "GDP zero-shot", "annealing at zero-shot's seconds")))
+    budgets = [(s, "seconds") for s in seconds] + [(n, "simulations") for n in simulations]
+    for amount, key in budgets:
+        for column, _, _ in SEARCHES[1:]:
+            report.claim(f"{column} against annealing at {amount:g} {key}",
+                         "5% ahead (target)" if key == "seconds" else "-",
+                         pct(ratio(rows, f"{column} @ {amount:g} {key}", f"annealing @ {amount:g} {key}")))
+    where = ["graph", "cluster"]
+    report.table("Zero-shot: step time, and wall time where it counts",
+                 where + ["HEFT", "m-SCT", "GDP zero-shot", "annealing at zero-shot's seconds"],
+                 [{"graph": r["graph"], "cluster": r["cluster"], "HEFT": cell(r["results"].get("HEFT"), True),
+                   "m-SCT": cell(r["results"].get("m-SCT"), True),
+                   "GDP zero-shot": cell(r["results"].get("GDP zero-shot"), True),
+                   "annealing at zero-shot's seconds": cell(r["results"].get("annealing at zero-shot's seconds"),
+                                                            True)} for r in rows])
+    for amount, key in budgets:
+        columns = [c for c, _, _ in SEARCHES]
+        report.table(f"Step time at {amount:g} {key}" + (" (and wall time)" if key == "simulations" else ""),
+                     where + columns,
+                     [{"graph": r["graph"], "cluster": r["cluster"]} |
+                      {c: cell(r["results"].get(f"{c} @ {amount:g} {key}"), key == "simulations") for c in columns}
+                      for r in rows])
+    plot(report, rows, max(seconds))
+    report.notes.append(f"Raw data (every cell, its simulations, seconds and start, curves thinned to {CURVE_POINTS} "
+                        f"points): `{os.path.basename(raw_path(args))}` beside this file.")
+    return report.write()
+
+
+def raw_path(args) -> str:
+    return os.path.join(args.out, "wall_time" + ("_quick" if args.quick else "") + "_raw.jsonl")
+
+
+def main(argv=None) -> str:
+    def extra(parser):
+        parser.add_argument("--suite", default=SUITE, help="a placelab.configurations file (default the held-out "
+                                                          "wall-time suite)")
+        parser.add_argument("--configs", help="comma-separated indices into the suite (default all)")
+        parser.add_argument("--seconds", default=SECONDS, help=f"time budgets in seconds (default {SECONDS})")
+        parser.add_argument("--simulations", default=SIMULATIONS,
+                            help=f"simulation budgets, '' for none (default {SIMULATIONS})")
+        parser.add_argument("--resume", action="store_true", help="keep the raw file's configurations, run the rest")
+
+    args = paperlib.parse_args(__doc__.splitlines()[0], argv, extra)
+    report = paperlib.Report("wall_time", "Learned placers against annealing at equal wall time, on held-out graphs "
+                             "and clusters", args)
+    configs = QUICK if args.quick else read_configurations(args.suite)
+    if args.configs:
+        configs = [configs[int(k)] for k in args.configs.split(",")]
+    seconds = [1.0] if args.quick else [float(s) for s in args.seconds.split(",")]
+    simulations = [60] if args.quick else [int(n) for n in args.simulations.split(",") if n]
+    os.makedirs(args.out, exist_ok=True)
+    path = raw_path(args)
+    done = []
+    if args.resume and os.path.exists(path):
+        with open(path) as f:
+            done = [json.loads(line) for line in f if line.strip()]
+    elif os.path.exists(path):
+        os.remove(path)
+    keys = {(r["graph"], r["cluster"], r["seed"]) for r in done}
+    rows = [r for r in done if any((c["graph"], c["cluster"]) == (r["graph"], r["cluster"]) for c in configs)]
+    for config in configs:
+        if (config["graph"], config["cluster"], args.seed) in keys:
+            continue
+        rows.append(measure(config, seconds, simulations, args.seed))
+        with open(path, "a") as f:
+            f.write(json.dumps(rows[-1]) + "\n")
+    order = {(c["graph"], c["cluster"]): k for k, c in enumerate(configs)}
+    rows.sort(key=lambda r: order[(r["graph"], r["cluster"])])
+    return write_report(report, rows, seconds, simulations)
+
+
+if __name__ == "__main__":
+    print(main())
