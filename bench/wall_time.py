@@ -7,8 +7,11 @@ per budget, geometric means, and learning curves against wall time. A run append
 from __future__ import annotations
 
 import bisect
+import datetime
 import json
 import os
+import sys
+import time
 
 import paperlib
 from paperlib import fmt_s, placelab
@@ -17,11 +20,18 @@ SUITE = os.path.join(paperlib.HERE, "suites", "held_out_wall_time.json")
 KINDS = ("recurrent", "dilated", "branchy", "transformer")
 SECONDS, SIMULATIONS = "1,10,60", "1000"
 QUICK = [{"graph": "rnnlm:layers=1,steps=3,training=1", "cluster": "eth-2", "kind": "recurrent"}]
-# The budgeted placers, each given the same budget: annealing (its cooling spread over the budget), GDP's search by
-# fine-tuning the pre-trained policy on the graph, and GDP's search by annealing from the policy's placement.
+# The budgeted placers, each given the same budget: annealing (its cooling spread over the budget), and GDP's searches
+# (docs/learned.md): fine-tuning the pre-trained policy on the graph, annealing from the policy's placement, and
+# fine-tuning for half the budget, then annealing from the best placement found.
 SEARCHES = [("annealing", "annealing", {}), ("GDP search (train)", "gdp", {}),
-            ("GDP search (anneal)", "gdp", {"search": "anneal"})]
+            ("GDP search (anneal)", "gdp", {"search": "anneal"}),
+            ("GDP search (train, anneal)", "gdp", {"search": "train_anneal"})]
 CURVE_POINTS = 200  # best-so-far points kept per curve in the raw file (log-spaced in time)
+# The budgets' clock (PLACELAB_BUDGET_CLOCK, docs/placers.md#budgets) and the same clock here, to time the placers
+# that take no budget: CPU seconds of the calling thread by default, so that a budget buys the same compute whatever
+# else runs on the machine (GDP's decodes on other threads are not counted, as on an idle machine's wall clock).
+CLOCKS = {"thread": time.thread_time, "process": time.process_time, "wall": time.perf_counter}
+clock = CLOCKS["thread"]
 
 
 def read_configurations(path: str = SUITE) -> list[dict]:
@@ -54,15 +64,17 @@ def thin(info: dict) -> list[list]:
 
 def run(simulator, placer: str, options: dict, seed: int) -> dict:
     """One placer's result as the raw file keeps it, or {"error"} when it fails (a budget it cannot start in)."""
+    start = clock()
     try:
         r = paperlib.place(simulator, placer, options, seed)
     except ValueError as e:  # placelab::Error
         return {"error": str(e)}
+    clock_s = clock() - start
     info = r["info"]
     kept = {k: info[k] for k in ("simulations", "seconds", "steps", "start", "anneal_start", "chosen", "policy_cost_s")
             if k in info}
-    return {"step_time_s": r["step_time_s"], "oom": r["oom"], "place_s": r["place_s"], "info": kept,
-            "curve": thin(info)}
+    return {"step_time_s": r["step_time_s"], "oom": r["oom"], "place_s": r["place_s"], "clock_s": clock_s,
+            "info": kept, "curve": thin(info)}
 
 
 def measure(config: dict, seconds: list[float], simulations: list[int], seed: int) -> dict:
@@ -73,7 +85,7 @@ def measure(config: dict, seconds: list[float], simulations: list[int], seed: in
                "GDP zero-shot": run(sim, "gdp", {"steps": 0}, seed)}
     # Annealing given the seconds zero-shot GDP took; where its start alone takes longer, its start (8 simulations:
     # six heuristics, the incremental simulator's first run, one move), marked as slower.
-    zero_s = results["GDP zero-shot"].get("place_s", 1.0)
+    zero_s = results["GDP zero-shot"].get("clock_s", 1.0)
     results["annealing at zero-shot's seconds"] = run(sim, "annealing", {"seconds": zero_s}, seed)
     if "error" in results["annealing at zero-shot's seconds"]:
         results["annealing at zero-shot's seconds"] = run(sim, "annealing", {"simulations": 8}, seed)
@@ -82,8 +94,11 @@ def measure(config: dict, seconds: list[float], simulations: list[int], seed: in
         for column, placer, options in SEARCHES:
             curve = key == "seconds" and amount == max(seconds)
             results[f"{column} @ {amount:g} {key}"] = run(sim, placer, options | {key: amount, "curve": curve}, seed)
+    run_by = {"command": "/usr/bin/python3 bench/wall_time.py " + " ".join(sys.argv[1:]),
+              "commit": paperlib.git_commit(), "machine": paperlib.machine(),
+              "date": f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC"}
     return {"graph": config["graph"], "cluster": config["cluster"], "kind": config["kind"], "ops": g.num_ops,
-            "seed": seed, "results": results}
+            "seed": seed, "results": results, "run": run_by}
 
 
 def cell(r: dict | None, wall: bool = False) -> str:
@@ -93,7 +108,7 @@ def cell(r: dict | None, wall: bool = False) -> str:
         return "failed"
     text = fmt_s(r["step_time_s"]) + (" (OOM)" if r["oom"] else "")
     if wall:
-        text += f", {fmt_s(r['place_s'])}" + (" (slower)" if r.get("slower") else "")
+        text += f", {fmt_s(r.get('clock_s', r['place_s']))}" + (" (slower)" if r.get("slower") else "")
     if r["info"].get("anneal_start") == "policy":
         text += " *"
     return text
@@ -156,8 +171,14 @@ def write_report(report: paperlib.Report, rows: list[dict], seconds: list[float]
         "cooling runs over the time the budget leaves, so it completes. *GDP search (train)* fine-tunes the "
         "pre-trained policy on the graph by PPO with windows and self-imitation, then places (docs/learned.md); "
         "*GDP search (anneal)* places with the policy (greedy decode and 16 samples), then anneals from the better "
-        "of that placement and annealing's heuristics ('*' in a cell: the policy's placement was the better start). "
-        "GDP's decodes run on every core (oneTBB), annealing on one. Ratios: geometric means of the first placer's "
+        "of that placement and annealing's heuristics ('*' in a cell: the policy's placement, or training's best, "
+        "was the better start); *GDP search (train, anneal)* fine-tunes for half the budget, then anneals from the "
+        "better of its best placement and the heuristics. "
+        f"Seconds are on the `{args.clock}` clock (`--clock`; `PLACELAB_BUDGET_CLOCK`, docs/placers.md#budgets)"
+        + (": CPU seconds of the calling thread, so that a budget buys the same compute whatever else ran on the "
+           "shared machine; GDP's decodes also run on other threads (oneTBB), which this clock does not count, as "
+           "an idle machine's wall clock would not" if args.clock == "thread" else "") +
+        "; times in cells are on it too. Ratios: geometric means of the first placer's "
         "step time over the second's where both fit in memory (negative: the first is faster)."]
     report.claim("GDP zero-shot against HEFT", "-", pct(ratio(rows, "GDP zero-shot", "HEFT")))
     report.claim("GDP zero-shot against annealing given the same seconds", "ahead (target)",
@@ -169,7 +190,7 @@ def write_report(report: paperlib.Report, rows: list[dict], seconds: list[float]
                          "5% ahead (target)" if key == "seconds" else "-",
                          pct(ratio(rows, f"{column} @ {amount:g} {key}", f"annealing @ {amount:g} {key}")))
     where = ["graph", "cluster"]
-    report.table("Zero-shot: step time, and wall time where it counts",
+    report.table("Zero-shot: step time and seconds",
                  where + ["HEFT", "m-SCT", "GDP zero-shot", "annealing at zero-shot's seconds"],
                  [{"graph": r["graph"], "cluster": r["cluster"], "HEFT": cell(r["results"].get("HEFT"), True),
                    "m-SCT": cell(r["results"].get("m-SCT"), True),
@@ -178,12 +199,21 @@ def write_report(report: paperlib.Report, rows: list[dict], seconds: list[float]
                                                             True)} for r in rows])
     for amount, key in budgets:
         columns = [c for c, _, _ in SEARCHES]
-        report.table(f"Step time at {amount:g} {key}" + (" (and wall time)" if key == "simulations" else ""),
+        report.table(f"Step time at {amount:g} {key}" + (" (and seconds)" if key == "simulations" else ""),
                      where + columns,
                      [{"graph": r["graph"], "cluster": r["cluster"]} |
                       {c: cell(r["results"].get(f"{c} @ {amount:g} {key}"), key == "simulations") for c in columns}
                       for r in rows])
     plot(report, rows, max(seconds))
+    runs = {}
+    for r in rows:
+        if "run" in r:
+            runs.setdefault(r["run"]["command"], []).append(r["run"])
+    if runs:
+        report.notes += ["Rows come from these runs (a run writes each configuration as it finishes; `--resume` "
+                         "keeps them):", ""]
+        report.notes += [f"- `{command}`: {len(got)} configurations, {got[0]['date']} to {got[-1]['date']}, commit "
+                         f"{got[0]['commit']}, {got[0]['machine']}" for command, got in runs.items()] + [""]
     report.notes.append(f"Raw data (every cell, its simulations, seconds and start, curves thinned to {CURVE_POINTS} "
                         f"points): `{os.path.basename(raw_path(args))}` beside this file.")
     return report.write()
@@ -202,8 +232,14 @@ def main(argv=None) -> str:
         parser.add_argument("--simulations", default=SIMULATIONS,
                             help=f"simulation budgets, '' for none (default {SIMULATIONS})")
         parser.add_argument("--resume", action="store_true", help="keep the raw file's configurations, run the rest")
+        parser.add_argument("--clock", choices=sorted(CLOCKS), default="thread",
+                            help="the budgets' clock: CPU time of the calling thread (default) or of the process, "
+                                 "or wall time")
 
     args = paperlib.parse_args(__doc__.splitlines()[0], argv, extra)
+    global clock
+    clock = CLOCKS[args.clock]
+    os.environ["PLACELAB_BUDGET_CLOCK"] = args.clock  # read by the placers' first budget (policy/budget.cpp)
     report = paperlib.Report("wall_time", "Learned placers against annealing at equal wall time, on held-out graphs "
                              "and clusters", args)
     configs = QUICK if args.quick else read_configurations(args.suite)

@@ -190,7 +190,9 @@ PlaceResult anneal(const PlaceRequest& request, Budget& budget, const AnnealingS
       curve_wall.push_back(budget.elapsed_s());
       curve_simulations.push_back(budget.used());
     }
-    const int tenth = by_time ? static_cast<int>(progress * 10) : steps >= 10 ? static_cast<int>((done + 1) / (steps / 10)) : 0;
+    const int tenth = by_time       ? static_cast<int>(progress * 10)
+                      : steps >= 10 ? static_cast<int>((done + 1) / (steps / 10))
+                                    : 0;
     if (tenth > reported) {
       reported = tenth;
       request.report(by_time ? fmt::format("{} moves, {}0% of the time: best {:.6g} s", done + 1, tenth, best)

@@ -147,6 +147,8 @@ class GdpLearner : public rl::Learner {
   std::vector<int32_t> place(const rl::Task& task) override;
   int64_t max_step_simulations(const rl::Task& task, int64_t step) override;
   int64_t max_place_simulations(const rl::Task& task) override;
+  /** The softmax of the greedy schedule-aware decode's logits at each unit's decision (none single-shot). */
+  std::vector<std::vector<float>> device_preferences(const rl::Task& task) override;
   /** {"params": [...], "optimizer": ..., "rng": ...}; "optimizer" may be absent on load (fresh moments). */
   nlohmann::json state() const override;
   void load_state(const nlohmann::json& state) override;

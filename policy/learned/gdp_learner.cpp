@@ -384,6 +384,25 @@ std::vector<int32_t> GdpLearner::place(const rl::Task& task) {
   return std::move(candidates[best_index(rl::evaluate(task, candidates))]);
 }
 
+std::vector<std::vector<float>> GdpLearner::device_preferences(const rl::Task& task) {
+  if (options_.decoder != "schedule") return {};
+  const autodiff::NoGradGuard no_grad;
+  const GdpEncoding encoding = network_.encode(*task.problem);
+  std::vector<std::vector<float>> out(static_cast<size_t>(task.problem->num_units()));
+  const DecisionScorer scorer = network_.scorer(encoding);
+  const DecisionScorer recording = [&](int32_t u, std::span<const float> f, std::span<float> logits) {
+    scorer(u, f, logits);
+    std::vector<float>& p = out[static_cast<size_t>(u)];
+    p.assign(logits.begin(), logits.end());
+    const float top = *std::max_element(p.begin(), p.end());
+    float sum = 0;
+    for (float& x : p) sum += (x = std::exp(x - top));
+    for (float& x : p) x /= sum;  // over every device: callers keep the ones the unit may use
+  };
+  cache(task).decoder->decode(recording, DecodeMode::greedy);
+  return out;
+}
+
 nlohmann::json GdpLearner::state() const {
   nlohmann::json out = {{"params", nn::parameters_to_json(network_.params())},
                         {"optimizer", rl::optimizer_state(adam_)},

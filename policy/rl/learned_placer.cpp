@@ -13,6 +13,7 @@
 #include "graphs/json_util.h"
 #include "policy/budget.h"
 #include "policy/classic/annealing.h"
+#include "policy/classic/units.h"
 #include "policy/learned/learners.h"
 #include "policy/rl/pg.h"
 #include "policy/rl/trainer.h"
@@ -36,8 +37,14 @@ struct LearnedOptions {
   int64_t simulations = 0;
   bool curve = false;  // report the best cost after every training step in the info (learning curves)
   // "train": fine-tune on the request's graph (steps), then place; "anneal": place with the policy, then
-  // simulated annealing from the better of that and annealing's heuristics for the rest of the budget.
+  // simulated annealing from the better of that and annealing's heuristics for the rest of the budget;
+  // "train_anneal": train for `train_share` of the budget, then anneal from the better of what training found
+  // and the heuristics for the rest.
   std::string search = "train";
+  double train_share = 0.5;
+  // The annealing searches' moves: "uniform" devices, or "policy": half of them drawn from the policy's
+  // device preferences (rl::Learner::device_preferences), REGAL's policy-biased search.
+  std::string proposals = "uniform";
   rl::RewardOptions reward;
   nlohmann::json policy = nlohmann::json::object();
 };
@@ -70,7 +77,15 @@ LearnedOptions read_options(const std::string& name, const nlohmann::json& optio
       out.curve = flag(key, value);
     } else if (key == "search") {
       out.search = root.at(key).as_string();
-      if (out.search != "train" && out.search != "anneal") root.at(key).fail("must be \"train\" or \"anneal\"");
+      if (out.search != "train" && out.search != "anneal" && out.search != "train_anneal")
+        root.at(key).fail("must be \"train\", \"anneal\" or \"train_anneal\"");
+    } else if (key == "proposals") {
+      out.proposals = root.at(key).as_string();
+      if (out.proposals != "uniform" && out.proposals != "policy")
+        root.at(key).fail("must be \"uniform\" or \"policy\"");
+    } else if (key == "train_share") {
+      out.train_share = root.at(key).as_number();
+      if (!(out.train_share > 0 && out.train_share < 1)) root.at(key).fail("must be above 0 and below 1");
     } else if (key == "reward") {
       out.reward = rl::reward_options_from_json(value, where + ".reward");
     } else {
@@ -81,28 +96,60 @@ LearnedOptions read_options(const std::string& name, const nlohmann::json& optio
   const nlohmann::json learner_keys = rl::make_learner(name, nlohmann::json::object(), 0)->options();
   for (const auto& [key, value] : out.policy.items()) {
     if (learner_keys.contains(key)) continue;
-    std::string known = "checkpoint, steps, simulations, seconds, minutes, curve, search, reward";
+    std::string known =
+        "checkpoint, steps, simulations, seconds, minutes, curve, search, train_share, proposals, reward";
     if (name == "gdp") known += ", pretrained";
     for (const auto& [k, v] : learner_keys.items()) known += ", " + k;
     root.fail(fmt::format("unknown field \"{}\" (known fields: {})", key, known));
   }
   if (out.search == "anneal" && out.steps > 0)
     root.at("steps").fail("trains the policy, which \"search\": \"anneal\" does not; leave out one of them");
+  if (options.contains("proposals") && out.search == "train")
+    root.at("proposals").fail(
+        "are the moves of the annealing searches; give \"search\": \"anneal\" or \"train_anneal\"");
+  if (options.contains("train_share") && out.search != "train_anneal")
+    root.at("train_share").fail("is the share of \"search\": \"train_anneal\" that trains; give that search");
   return out;
 }
 
-// "search": "anneal": the policy's placement, or the best of annealing's heuristics when that is cheaper,
-// starts simulated annealing, which spends the rest of the budget (policy/classic/annealing.h): the policy
-// proposes where the search starts, the incremental moves refine it at a fraction of a rollout's cost.
+// "search": "anneal": the policy's placement (`placed`, or the learner's own when empty), or the best of
+// annealing's heuristics when that is cheaper, starts simulated annealing, which spends the rest of the budget
+// (policy/classic/annealing.h): the policy proposes where the search starts, the incremental moves refine it
+// at a fraction of a rollout's cost.
 policy::PlaceResult anneal_search(const policy::PlaceRequest& request, policy::Budget& budget, rl::Learner& learner,
-                                  const rl::Task& task, const LearnedOptions& options) {
-  policy::AnnealingStart start{"policy", learner.place(task), 0};
+                                  const rl::Task& task, const LearnedOptions& options, std::vector<int32_t> placed) {
+  policy::AnnealingStart start{"policy", placed.empty() ? learner.place(task) : std::move(placed), 0};
   start.cost = policy::annealing_cost(request.simulator.simulate(start.placement), request.cluster());
   const double policy_cost = start.cost;
   policy::AnnealingStart classical = policy::best_annealing_start(request, policy::annealing_start_placers());
   if (classical.cost < start.cost) start = std::move(classical);
   policy::AnnealingSettings settings;
   settings.curve = options.curve;
+  if (options.proposals == "policy") {
+    std::vector<std::vector<float>> preferences = learner.device_preferences(task);
+    if (preferences.empty())
+      throw Error(fmt::format("placer {} options: \"proposals\": \"policy\" needs a policy with device preferences "
+                              "(gdp with the schedule decoder); use \"uniform\"", learner.name()));
+    settings.propose = [preferences = std::move(preferences)](int32_t unit, int32_t from,
+                                                              std::span<const int32_t> allowed, std::mt19937_64& rng) {
+      // Half the moves uniform (so every device stays reachable), half drawn from the policy's preferences.
+      const std::vector<float>& p = preferences[static_cast<size_t>(unit)];
+      double total = 0;
+      if (!p.empty() && policy::uniform_unit(rng) < 0.5)
+        for (int32_t d : allowed) total += d == from ? 0.0 : p[static_cast<size_t>(d)];
+      if (total > 0) {
+        double x = policy::uniform_unit(rng) * total;
+        for (int32_t d : allowed) {
+          if (d == from) continue;
+          x -= p[static_cast<size_t>(d)];
+          if (x < 0) return d;
+        }
+      }
+      size_t k = static_cast<size_t>(policy::uniform_index(rng, static_cast<int32_t>(allowed.size()) - 1));
+      if (allowed[k] >= from) ++k;
+      return allowed[k];
+    };
+  }
   // Cooling over what the budget leaves (the incremental simulator's first run comes first), as annealing's.
   settings.steps = options.simulations > 0 ? options.simulations - budget.used() - 1 : options.seconds > 0 ? 0 : 1000;
   if (options.simulations > 0 && settings.steps < 1) {
@@ -155,7 +202,7 @@ class LearnedPlacer : public policy::Placer {
     }
     int64_t steps = options.steps;
     if (steps < 0) {
-      if ((options.seconds > 0 || options.simulations > 0) && options.search == "train") {
+      if ((options.seconds > 0 || options.simulations > 0) && options.search != "anneal") {
         steps = std::numeric_limits<int64_t>::max();  // the time or simulation budget decides
       } else {
         steps = start == "scratch" ? default_steps(name_) : 0;  // a checkpoint places zero-shot
@@ -181,7 +228,7 @@ class LearnedPlacer : public policy::Placer {
     }
     budget.mark();
     if (options.search == "anneal") {
-      policy::PlaceResult result = anneal_search(request, budget, *learner, task, options);
+      policy::PlaceResult result = anneal_search(request, budget, *learner, task, options, {});
       result.info["policy"] = name_;
       result.info["start"] = start;
       result.info["search"] = "anneal";
@@ -189,7 +236,8 @@ class LearnedPlacer : public policy::Placer {
       return result;
     }
     rl::TrainSummary summary;
-    std::vector<double> curve, curve_wall;
+    const bool hybrid = options.search == "train_anneal";
+    std::vector<double> curve, curve_wall, curve_elapsed;
     std::vector<int64_t> curve_simulations;
     if (steps > 0) {
       rl::TrainOptions train;
@@ -198,7 +246,12 @@ class LearnedPlacer : public policy::Placer {
       // A step starts only when the budgets cover it and still the placing after it (policy::Budget); the
       // placing's time is forecast as one more step.
       train.before_step = [&](const rl::Task& t, int64_t step) {
-        return budget.allows(options.simulations > 0 ? learner->max_step_simulations(t, step) : 0, placing, 1);
+        const int64_t runs = options.simulations > 0 ? learner->max_step_simulations(t, step) : 0;
+        if (hybrid && ((options.simulations > 0 &&
+                        static_cast<double>(budget.used() + runs) > options.train_share * options.simulations) ||
+                       (options.seconds > 0 && budget.elapsed_s() > options.train_share * options.seconds)))
+          return false;  // training's share is spent: the rest goes to annealing
+        return budget.allows(runs, placing, 1);
       };
       const auto on_step = [&](const rl::LogEntry& entry) {
         budget.end_unit(false);  // a step cannot be taken back: the policy has learned from it
@@ -207,6 +260,7 @@ class LearnedPlacer : public policy::Placer {
           curve.push_back(entry.best_cost_s);
           curve_simulations.push_back(budget.used());
           curve_wall.push_back(entry.wall_s);
+          curve_elapsed.push_back(budget.elapsed_s());
         }
         return true;
       };
@@ -221,6 +275,24 @@ class LearnedPlacer : public policy::Placer {
     const rl::Evaluation evaluation = rl::evaluate(task, candidates);
     budget.end_unit(false);
     const size_t pick = candidates.size() > 1 && evaluation.reward[1] > evaluation.reward[0] ? 1 : 0;
+    if (hybrid) {
+      policy::PlaceResult result = anneal_search(request, budget, *learner, task, options, candidates[pick]);
+      result.info.update({{"policy", name_}, {"start", start}, {"search", "train_anneal"},
+                          {"train_steps", summary.steps}, {"train_wall_s", summary.wall_s},
+                          {"chosen", pick == 0 ? "policy" : "best_rollout"}});
+      if (!note.empty()) result.info["note"] = note;
+      if (options.curve) {  // training's curve, then annealing's, on the budget's clock
+        nlohmann::json best = nlohmann::json::array(), sims = curve_simulations, wall = curve_elapsed;
+        for (double c : curve) best.push_back(std::isfinite(c) ? nlohmann::json(c) : nlohmann::json(nullptr));
+        for (auto [to, key] :
+             {std::pair{&best, "curve_best_cost_s"}, {&sims, "curve_simulations"}, {&wall, "curve_wall_s"}})
+          for (const nlohmann::json& v : result.info[key]) to->push_back(v);
+        result.info["curve_best_cost_s"] = std::move(best);
+        result.info["curve_simulations"] = std::move(sims);
+        result.info["curve_wall_s"] = std::move(wall);
+      }
+      return result;
+    }
 
     policy::PlaceResult result;
     result.device_of = std::move(candidates[pick]);

@@ -83,6 +83,12 @@ class Learner {
    */
   virtual int64_t max_step_simulations(const Task& task, int64_t step);
   virtual int64_t max_place_simulations(const Task& task);
+  /**
+   * Per unit of `task`'s problem, the policy's probability of each device ([unit][device]) where it decides the
+   * unit when placing the task greedily (empty rows where it does not: a unit with one device); empty when the
+   * policy has none to give. The learned placers' annealing search may draw its moves' devices from them.
+   */
+  virtual std::vector<std::vector<float>> device_preferences(const Task& /*task*/) { return {}; }
   /** Everything needed to continue exactly: parameters, optimiser moments, RNG, baselines. */
   virtual nlohmann::json state() const = 0;
   /** Restores state(); throws placelab::Error naming the field on a mismatch (other architecture). */

@@ -13,6 +13,8 @@
 #include "../test_util.h"
 #include "learned_util.h"
 #include "policy/classic/annealing.h"
+#include "policy/learned/gdp.h"
+#include "policy/learned/learners.h"
 #include "policy/placer.h"
 
 using namespace placelab;
@@ -105,10 +107,71 @@ TEST_CASE("GDP's annealing search: from the better of the policy's placement and
   CHECK(timed.info["seconds"].get<double>() <= 0.5);
 }
 
+TEST_CASE("GDP's train-then-anneal search: training's share of the budget, then moves from its best",
+          "[gdp][budget]") {
+  const rl::Task task = placelab::testing::task_of(
+      graphs::zoo::make_model("rnnlm", {{"layers", 2}, {"steps", 3}, {"batch", 32}}), "v100-pcie-4");
+  const sim::Simulator& sim = *task.simulator;
+  const int64_t before = sim.runs();
+  const policy::PlaceResult r =
+      place(sim, "gdp", {{"search", "train_anneal"}, {"simulations", 200}, {"train_share", 0.4}, {"curve", true}});
+  const int64_t runs = sim.runs() - before;
+  CHECK(runs <= 200);
+  CHECK(r.info["simulations"] == runs);
+  CHECK(r.info["search"] == "train_anneal");
+  CHECK(r.info["train_steps"].get<int64_t>() > 0);  // training ran, within its 80 simulations
+  CHECK(r.info["steps"].get<int64_t>() > 50);       // and the moves had the rest
+  CHECK(cost(sim, r.device_of) <= r.info["start_cost_s"].get<double>());
+  // The curve runs through both: training's steps, then the moves, in order of simulations.
+  const auto& sims = r.info["curve_simulations"];
+  CHECK(sims.size() == r.info["train_steps"].get<size_t>() + r.info["steps"].get<size_t>());
+  CHECK(std::is_sorted(sims.begin(), sims.end()));
+  CHECK(sims.back() == runs);
+}
+
 TEST_CASE("The search option: known values only, and no training steps with the annealing search", "[gdp]") {
   const rl::Task task = placelab::testing::task_of(placelab::testing::tiny_dag(13, 12), "v100-nvlink-2");
   CHECK_THAT(error_of([&] { place(*task.simulator, "gdp", {{"search", "genetic"}}); }),
-             Catch::Contains("search") && Catch::Contains("\"train\" or \"anneal\""));
+             Catch::Contains("search") && Catch::Contains("\"anneal\" or \"train_anneal\""));
+  CHECK_THAT(error_of([&] { place(*task.simulator, "gdp", {{"search", "train_anneal"}, {"train_share", 1}}); }),
+             Catch::Contains("train_share") && Catch::Contains("below 1"));
+  CHECK_THAT(error_of([&] { place(*task.simulator, "gdp", {{"train_share", 0.5}}); }),
+             Catch::Contains("train_share") && Catch::Contains("give that search"));
   CHECK_THAT(error_of([&] { place(*task.simulator, "gdp", {{"search", "anneal"}, {"steps", 3}}); }),
              Catch::Contains("steps") && Catch::Contains("leave out one of them"));
+}
+
+TEST_CASE("GDP's device preferences: the greedy decode's distributions, and moves drawn from them", "[gdp]") {
+  const rl::Task task = placelab::testing::task_of(
+      graphs::zoo::make_model("rnnlm", {{"layers", 2}, {"steps", 3}, {"batch", 32}}), "v100-pcie-4");
+  std::unique_ptr<rl::Learner> gdp =
+      rl::learner_from_checkpoint(learned::pretrained_gdp_checkpoint(), "pretrained", nlohmann::json::object(), 5);
+  const std::vector<std::vector<float>> preferences = gdp->device_preferences(task);
+  REQUIRE(preferences.size() == static_cast<size_t>(task.problem->num_units()));
+  // The greedy placement (place() keeps the better of it and 16 samples: compare with the decode itself).
+  learned::GdpOptions greedy_only = learned::gdp_options_from_json(gdp->options());
+  greedy_only.place_samples = 0;
+  learned::GdpLearner greedy(greedy_only, 5);
+  greedy.load_state(gdp->state());
+  const std::vector<int32_t> placed = greedy.place(task);
+  int decided = 0;
+  for (int32_t u = 0; u < task.problem->num_units(); ++u) {
+    const std::vector<float>& p = preferences[static_cast<size_t>(u)];
+    if (p.empty()) continue;
+    ++decided;
+    double sum = 0;
+    for (float x : p) sum += x;
+    CHECK(sum == Approx(1).epsilon(1e-5));
+    const auto top = static_cast<int32_t>(std::max_element(p.begin(), p.end()) - p.begin());
+    CHECK(top == placed[static_cast<size_t>(task.problem->units().ops(u)[0])]);  // every GPU is allowed
+  }
+  CHECK(decided > 10);
+  const policy::PlaceResult r =
+      place(*task.simulator, "gdp", {{"search", "anneal"}, {"proposals", "policy"}, {"simulations", 120}});
+  CHECK(r.info["simulations"].get<int64_t>() <= 120);
+  CHECK(cost(*task.simulator, r.device_of) <= r.info["start_cost_s"].get<double>());
+  CHECK_THAT(error_of([&] { place(*task.simulator, "hdp", {{"search", "anneal"}, {"proposals", "policy"}}); }),
+             Catch::Contains("device preferences"));
+  CHECK_THAT(error_of([&] { place(*task.simulator, "gdp", {{"proposals", "policy"}}); }),
+             Catch::Contains("annealing searches"));
 }
