@@ -1,5 +1,6 @@
-// placelab compare --graph G --cluster C [--placers a,b,c] [--seed S] [--json] [--list]
+// placelab compare --graph G --cluster C [--placers a,b,c] [--seconds S] [--seed S] [--json] [--list]
 #include <algorithm>
+#include <array>
 #include <memory>
 
 #include <fmt/format.h>
@@ -16,8 +17,15 @@ namespace {
 struct CompareArgs {
   std::string graph = "inception_v3:training=1", cluster = "v100-nvlink-4", placers;
   uint64_t seed = 1;
+  double seconds = 0;  // > 0: the budgeted placers run with {"seconds": S}, and annealing and gdp join the defaults
   bool json = false, list = false;
 };
+
+// The placers that take a "seconds" budget (docs/placers.md#budgets), so that --seconds compares them at equal time.
+constexpr std::array<std::string_view, 6> kBudgeted = {"annealing", "local_search", "gdp", "placeto", "hdp", "hsdag"};
+bool budgeted(const std::string& name) {
+  return std::find(kBudgeted.begin(), kBudgeted.end(), name) != kBudgeted.end();
+}
 
 std::vector<std::string> split_names(const std::string& text) {
   std::vector<std::string> out = policy::split_placer_names(text);
@@ -40,6 +48,7 @@ void run(const CompareArgs& a) {
     for (const auto& name : policy::fast_placers())
       for (const auto& p : policy::placers())
         if (p.name == name) names.push_back(name);
+    if (a.seconds > 0) names.insert(names.end(), {"annealing", "gdp"});
   } else {
     names = split_names(a.placers);
     for (const auto& name : names) policy::make_placer(name);  // unknown names fail before any work
@@ -54,7 +63,9 @@ void run(const CompareArgs& a) {
   for (size_t i = 0; i < names.size(); ++i) {
     note("compare: {} ({} of {})\n", names[i], i + 1, names.size());
     try {
-      runs.push_back(run_placer(simulator, names[i], nlohmann::json::object(), a.seed));
+      const nlohmann::json options =
+          a.seconds > 0 && budgeted(names[i]) ? nlohmann::json{{"seconds", a.seconds}} : nlohmann::json::object();
+      runs.push_back(run_placer(simulator, names[i], options, a.seed));
       rows.push_back(run_to_json(runs.back(), c));
     } catch (const Error& e) {
       note("compare: {} failed: {}\n", names[i], e.what());
@@ -63,9 +74,12 @@ void run(const CompareArgs& a) {
     }
   }
   if (a.json) {
-    print_json({{"graph", g.name()}, {"cluster", c.name()}, {"seed", a.seed}, {"rows", rows}});
+    nlohmann::json doc = {{"graph", g.name()}, {"cluster", c.name()}, {"seed", a.seed}, {"rows", rows}};
+    if (a.seconds > 0) doc["seconds"] = a.seconds;
+    print_json(doc);
   } else {
-    fmt::print("{} ({} ops) on {}\n", g.name(), g.num_ops(), c.name());
+    fmt::print("{} ({} ops) on {}{}\n", g.name(), g.num_ops(), c.name(),
+               a.seconds > 0 ? fmt::format("; budgeted placers given {:g} s each", a.seconds) : "");
     if (!runs.empty()) print_runs_table(runs);
     for (const auto& [placer, error] : failed) fmt::print("  {:<16} failed: {}\n", placer, error);
   }
@@ -85,6 +99,10 @@ void add_compare_command(CLI::App& app) {
   cmd->add_option("--graph", args->graph, "Graph file or zoo name (NAME[:key=value,...]); default inception_v3:training=1");
   cmd->add_option("--cluster", args->cluster, "Cluster file or preset name; default v100-nvlink-4");
   cmd->add_option("--placers", args->placers, "Comma-separated placer names (default: every fast placer)");
+  cmd->add_option("--seconds", args->seconds,
+                  "Give the budgeted placers (annealing, local_search and the learned ones) S seconds each; without "
+                  "--placers, annealing and gdp join the fast placers")
+      ->check(CLI::PositiveNumber);
   add_seed(cmd, args->seed, "Seed of the placers' random choices (default 1)");
   cmd->add_flag("--json", args->json, "Print the table as one JSON object");
   cmd->add_flag("--list", args->list, "List every registered placer");
