@@ -21,10 +21,12 @@ KINDS = ("recurrent", "dilated", "branchy", "transformer")
 SECONDS, SIMULATIONS = "1,10,60", "1000"
 QUICK = [{"graph": "rnnlm:layers=1,steps=3,training=1", "cluster": "eth-2", "kind": "recurrent"}]
 # The budgeted placers, each given the same budget: annealing (its cooling spread over the budget), and GDP's searches
-# (docs/learned.md): fine-tuning the pre-trained policy on the graph, annealing from the policy's placement, and
-# fine-tuning for half the budget, then annealing from the best placement found.
+# (docs/learned.md): fine-tuning the pre-trained policy on the graph, annealing from the policy's placement (its moves
+# uniform, or half of them drawn from the policy), and fine-tuning for half the budget, then annealing from the best
+# placement found.
 SEARCHES = [("annealing", "annealing", {}), ("GDP search (train)", "gdp", {}),
             ("GDP search (anneal)", "gdp", {"search": "anneal"}),
+            ("GDP search (anneal, policy moves)", "gdp", {"search": "anneal", "proposals": "policy"}),
             ("GDP search (train, anneal)", "gdp", {"search": "train_anneal"})]
 CURVE_POINTS = 200  # best-so-far points kept per curve in the raw file (log-spaced in time)
 # The budgets' clock (PLACELAB_BUDGET_CLOCK, docs/placers.md#budgets) and the same clock here, to time the placers
@@ -127,6 +129,31 @@ def pct(value: tuple[float, int, int]) -> str:
     return "-" if g != g else f"{100 * (g - 1):+.1f}% ({n} configurations, faster in {wins})"
 
 
+def cost_rows(rows: list[dict], seconds: float) -> list[dict]:
+    """Each search's seconds per simulation (its budget's clock over every simulation it ran), median over the
+    configurations, and its median ratio to annealing's on the same configuration."""
+    import statistics
+
+    def per_sim(r):
+        info = r.get("info", {}) if r and "error" not in r else {}
+        return info["seconds"] / info["simulations"] if info.get("seconds") and info.get("simulations") else None
+
+    out = []
+    for column, _, _ in SEARCHES:
+        mine = [(per_sim(r["results"].get(f"{column} @ {seconds:g} seconds")),
+                 per_sim(r["results"].get(f"annealing @ {seconds:g} seconds"))) for r in rows]
+        mine = [(a, b) for a, b in mine if a and b]
+        if mine:
+            out.append({"search": column, "seconds per simulation": fmt_s(statistics.median(a for a, _ in mine)),
+                        "x annealing's": f"{statistics.median(a / b for a, b in mine):.1f}x"})
+    return out
+
+
+def short(value: tuple[float, int, int]) -> str:
+    g, n, _ = value
+    return "-" if g != g else f"{100 * (g - 1):+.1f}% ({n})"
+
+
 def plot(report: paperlib.Report, rows: list[dict], seconds: float) -> None:
     """Best step time so far against wall time, one panel per configuration, the searches at `seconds`."""
     panels = [r for r in rows if any(r["results"].get(f"{c} @ {seconds:g} seconds", {}).get("curve")
@@ -172,7 +199,8 @@ def write_report(report: paperlib.Report, rows: list[dict], seconds: list[float]
         "pre-trained policy on the graph by PPO with windows and self-imitation, then places (docs/learned.md); "
         "*GDP search (anneal)* places with the policy (greedy decode and 16 samples), then anneals from the better "
         "of that placement and annealing's heuristics ('*' in a cell: the policy's placement, or training's best, "
-        "was the better start); *GDP search (train, anneal)* fine-tunes for half the budget, then anneals from the "
+        "was the better start); *(anneal, policy moves)* draws half its moves' devices from the policy's preferences "
+        "(the greedy decode's distribution per unit) instead of uniformly; *GDP search (train, anneal)* fine-tunes for half the budget, then anneals from the "
         "better of its best placement and the heuristics. "
         f"Seconds are on the `{args.clock}` clock (`--clock`; `PLACELAB_BUDGET_CLOCK`, docs/placers.md#budgets)"
         + (": CPU seconds of the calling thread, so that a budget buys the same compute whatever else ran on the "
@@ -189,6 +217,15 @@ def write_report(report: paperlib.Report, rows: list[dict], seconds: list[float]
             report.claim(f"{column} against annealing at {amount:g} {key}",
                          "5% ahead (target)" if key == "seconds" else "-",
                          pct(ratio(rows, f"{column} @ {amount:g} {key}", f"annealing @ {amount:g} {key}")))
+    kinds = [k for k in KINDS if any(r["kind"] == k for r in rows)]
+    report.table("Against annealing by kind of model (geometric means of step time; configurations)",
+                 ["budget", "search"] + kinds + ["all"],
+                 [{"budget": f"{amount:g} {key}", "search": column} |
+                  {k: short(ratio([r for r in rows if k in (r["kind"], "all")], f"{column} @ {amount:g} {key}",
+                                  f"annealing @ {amount:g} {key}")) for k in kinds + ["all"]}
+                  for amount, key in budgets for column, _, _ in SEARCHES[1:]])
+    report.table("Seconds per simulation (median over configurations), at the largest time budget",
+                 ["search", "seconds per simulation", "x annealing's"], cost_rows(rows, max(seconds)))
     where = ["graph", "cluster"]
     report.table("Zero-shot: step time and seconds",
                  where + ["HEFT", "m-SCT", "GDP zero-shot", "annealing at zero-shot's seconds"],
