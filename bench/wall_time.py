@@ -269,6 +269,8 @@ def main(argv=None) -> str:
         parser.add_argument("--simulations", default=SIMULATIONS,
                             help=f"simulation budgets, '' for none (default {SIMULATIONS})")
         parser.add_argument("--resume", action="store_true", help="keep the raw file's configurations, run the rest")
+        parser.add_argument("--merge", metavar="RAW,RAW", help="run nothing: write the report (and one raw file in "
+                                                               "--out) from these raw files, e.g. of runs in parallel")
         parser.add_argument("--clock", choices=sorted(CLOCKS), default="thread",
                             help="the budgets' clock: CPU time of the calling thread (default) or of the process, "
                                  "or wall time")
@@ -287,7 +289,14 @@ def main(argv=None) -> str:
     os.makedirs(args.out, exist_ok=True)
     path = raw_path(args)
     done = []
-    if args.resume and os.path.exists(path):
+    if args.merge:
+        for raw in args.merge.split(","):
+            with open(raw) as f:
+                done += [json.loads(line) for line in f if line.strip()]
+        configs = [c for c in configs if any((c["graph"], c["cluster"]) == (r["graph"], r["cluster"]) for r in done)]
+        with open(path, "w") as f:
+            f.writelines(json.dumps(r) + "\n" for r in done)
+    elif args.resume and os.path.exists(path):
         with open(path) as f:
             done = [json.loads(line) for line in f if line.strip()]
     elif os.path.exists(path):
