@@ -89,57 +89,12 @@ BENCHMARK(BM_SimulateRandom)->Unit(benchmark::kMillisecond);
 void BM_SimulateContiguous(benchmark::State& state) { run_simulations(state, *setup().sim, false); }
 BENCHMARK(BM_SimulateContiguous)->Unit(benchmark::kMillisecond);
 
-// The anchor for the 2 ms target: the cheapest schedule evaluation we know, one pass over the ops in
-// topological order on flat arrays (start = max(device free, inputs' arrival over idle links)), with no
-// ready queues, link contention, memory or critical path. The engine does all of that on top, so its
-// time over this floor is the price of those semantics, and this floor is what any engine pays at least.
+// The anchor for the 2 ms target: bench::TopoSweep (schedule_anchors.h), a bare topological sweep.
 void BM_FloorTopoSweep(benchmark::State& state) {
   Setup& s = setup();
-  const int32_t n = s.graph.num_ops(), D = s.cluster.num_devices();
-  const auto order = s.graph.topo_order();
-  struct In {
-    int32_t src;
-    double bytes;
-  };
-  std::vector<int32_t> in_begin{0};  // CSR over the topological order
-  std::vector<In> ins;
-  // Op times by device class, as the engine reads them (identical devices share one column).
-  const bench::TimeClasses classes(*s.sim);
-  const int32_t C = classes.size();
-  const std::vector<int32_t>& time_class = classes.of_device;
-  std::vector<double> time(static_cast<size_t>(n) * C);
-  for (graphs::OpId op : order) {
-    for (graphs::EdgeId e : s.graph.in_edges(op)) ins.push_back(In{s.graph.edge_src(e), s.graph.edge_bytes(e)});
-    in_begin.push_back(static_cast<int32_t>(ins.size()));
-    for (int32_t c = 0; c < C; ++c) time[static_cast<size_t>(op) * C + c] = s.sim->op_time_s(op, classes.first[c]);
-  }
-  std::vector<double> latency(static_cast<size_t>(D) * D, 0), inv_bw(static_cast<size_t>(D) * D, 0);
-  for (int32_t a = 0; a < D; ++a)
-    for (int32_t b = 0; b < D; ++b)
-      if (a != b) {
-        latency[a * D + b] = s.cluster.route_latency_s(a, b);
-        inv_bw[a * D + b] = 1.0 / s.cluster.route_bandwidth_bytes_per_s(a, b);
-      }
-  std::vector<double> end(static_cast<size_t>(n)), free_s(static_cast<size_t>(D));
+  bench::TopoSweep sweep(*s.sim);
   size_t i = 0;
-  for (auto _ : state) {
-    const int32_t* device_of = s.random[i++ % s.random.size()].data();
-    std::fill(free_s.begin(), free_s.end(), 0.0);
-    double makespan = 0;
-    for (int32_t k = 0; k < n; ++k) {
-      const graphs::OpId op = order[k];
-      const int32_t d = device_of[op];
-      double start = free_s[d];
-      for (int32_t j = in_begin[k]; j < in_begin[k + 1]; ++j) {
-        const int32_t src = ins[j].src, from = device_of[src];
-        const double arrive = from == d ? end[src] : end[src] + latency[from * D + d] + ins[j].bytes * inv_bw[from * D + d];
-        start = std::max(start, arrive);
-      }
-      end[op] = free_s[d] = start + time[static_cast<size_t>(op) * C + time_class[d]];
-      makespan = std::max(makespan, end[op]);
-    }
-    benchmark::DoNotOptimize(makespan);
-  }
+  for (auto _ : state) benchmark::DoNotOptimize(sweep.run(s.random[i++ % s.random.size()].data()));
   report(state, state.iterations());
 }
 BENCHMARK(BM_FloorTopoSweep)->Unit(benchmark::kMillisecond);

@@ -31,6 +31,70 @@ struct TimeClasses {
   int32_t size() const { return static_cast<int32_t>(first.size()); }
 };
 
+/**
+ * The floor anchor: the cheapest schedule evaluation we know, one pass over the ops in topological order
+ * on flat arrays (start = max(device free, inputs' arrival over idle links)), with no ready queues, link
+ * contention, memory or critical path. The engine does all of that on top, so its time over this floor is
+ * the price of those semantics, and this floor is what any engine pays at least.
+ */
+class TopoSweep {
+ public:
+  explicit TopoSweep(const sim::Simulator& sim)
+      : n_(sim.num_ops()), D_(sim.num_devices()), order_(sim.graph().topo_order().begin(), sim.graph().topo_order().end()),
+        in_begin_{0}, end_(static_cast<size_t>(n_)), free_s_(static_cast<size_t>(D_)) {
+    const graphs::Graph& g = sim.graph();
+    // Op times by device class, as the engine reads them (identical devices share one column).
+    const TimeClasses classes(sim);
+    C_ = classes.size();
+    time_class_ = classes.of_device;
+    time_.resize(static_cast<size_t>(n_) * C_);
+    for (graphs::OpId op : order_) {  // inputs in CSR over the topological order
+      for (graphs::EdgeId e : g.in_edges(op)) ins_.push_back(In{g.edge_src(e), g.edge_bytes(e)});
+      in_begin_.push_back(static_cast<int32_t>(ins_.size()));
+      for (int32_t c = 0; c < C_; ++c) time_[static_cast<size_t>(op) * C_ + c] = sim.op_time_s(op, classes.first[c]);
+    }
+    latency_.assign(static_cast<size_t>(D_) * D_, 0);
+    inv_bw_.assign(static_cast<size_t>(D_) * D_, 0);
+    for (int32_t a = 0; a < D_; ++a)
+      for (int32_t b = 0; b < D_; ++b)
+        if (a != b) {
+          latency_[a * D_ + b] = sim.cluster().route_latency_s(a, b);
+          inv_bw_[a * D_ + b] = 1.0 / sim.cluster().route_bandwidth_bytes_per_s(a, b);
+        }
+  }
+
+  /** The makespan of placement `device_of` (one device per op) under the sweep. */
+  double run(const int32_t* device_of) {
+    std::fill(free_s_.begin(), free_s_.end(), 0.0);
+    double makespan = 0;
+    for (int32_t k = 0; k < n_; ++k) {
+      const graphs::OpId op = order_[k];
+      const int32_t d = device_of[op];
+      double start = free_s_[d];
+      for (int32_t j = in_begin_[k]; j < in_begin_[k + 1]; ++j) {
+        const int32_t src = ins_[j].src, from = device_of[src];
+        const double arrive =
+            from == d ? end_[src] : end_[src] + latency_[from * D_ + d] + ins_[j].bytes * inv_bw_[from * D_ + d];
+        start = std::max(start, arrive);
+      }
+      end_[op] = free_s_[d] = start + time_[static_cast<size_t>(op) * C_ + time_class_[d]];
+      makespan = std::max(makespan, end_[op]);
+    }
+    return makespan;
+  }
+
+ private:
+  struct In {
+    int32_t src;
+    double bytes;
+  };
+  int32_t n_, D_, C_ = 0;
+  std::vector<graphs::OpId> order_;
+  std::vector<int32_t> in_begin_, time_class_;
+  std::vector<In> ins_;
+  std::vector<double> time_, latency_, inv_bw_, end_, free_s_;
+};
+
 /** Records each op's start in a run of the engine, to check an anchor's schedule against it. */
 struct StartTimes : sim::SimObserver {
   std::vector<double> start_s;  // by op id

@@ -88,12 +88,24 @@ Ideals enumerate_ideals(const ThroughputModel& m, int64_t max_ideals, const Budg
   Ideals id;
   id.words = (n + 63) / 64;
   const size_t W = static_cast<size_t>(id.words);
+  // Each ideal is a bitset of n bits, each step between two ideals a pair of links, and each ideal of the
+  // current and next layer holds the groups it can take: on a large graph they pass the machine's memory
+  // long before max_ideals (70,000 groups, thousands of them weights without predecessors: 14 GB before
+  // the second layer was done), so their bytes are capped at 4 GB too.
+  constexpr double kMaxEnumerationBytes = 4e9;
+  int64_t steps = 0, takeable = 0;  // links; groups listed in `addable` and `next_addable`
   std::mt19937_64 rng(0x9e3779b97f4a7c15ULL);
   std::vector<uint64_t> key(n);
   for (auto& k : key) k = rng();
   std::unordered_map<uint64_t, int32_t> index;
   std::vector<uint64_t> hash;
+  auto enumeration_bytes = [&] {
+    return 8.0 * static_cast<double>(W * hash.size() + steps) + 4.0 * static_cast<double>(takeable);
+  };
   std::vector<std::vector<std::pair<int32_t, int32_t>>> down;
+  // Reserved (untouched pages cost nothing) so that growing never holds an old and a new copy at once.
+  id.bits.reserve(W * static_cast<size_t>(std::min<double>(static_cast<double>(max_ideals) + 1,
+                                                           kMaxEnumerationBytes / (8.0 * static_cast<double>(W)) + 1)));
   id.bits.assign(W, 0);
   hash.push_back(0);
   down.emplace_back();
@@ -106,6 +118,7 @@ Ideals enumerate_ideals(const ThroughputModel& m, int64_t max_ideals, const Budg
   std::vector<std::vector<int32_t>> addable(1), next_addable;
   for (int32_t v = 0; v < n; ++v)
     if (m.preds(v).empty()) addable[0].push_back(v);
+  takeable = static_cast<int64_t>(addable[0].size());
   for (int32_t k = 0; k < n; ++k) {
     const int32_t begin = id.layer_begin[k], end = id.layer_begin[k + 1];
     next_addable.clear();
@@ -121,6 +134,12 @@ Ideals enumerate_ideals(const ThroughputModel& m, int64_t max_ideals, const Budg
         const uint64_t h = hash[i] ^ key[v];
         auto [it, fresh] = index.emplace(h, static_cast<int32_t>(hash.size()));
         if (fresh) {
+          if (enumeration_bytes() >= kMaxEnumerationBytes)
+            throw Error(fmt::format(
+                "{}: enumerating the ideals of \"{}\" ({} forward groups, {} bytes an ideal) passes {:.0f} GB at {} "
+                "ideals; coarsen it first (graphs/coarsen.h: fuse_chains, group_by_size; in Python "
+                "placelab.fuse_chains, group_by_size)",
+                placer, m.graph().name(), n, 8 * W, kMaxEnumerationBytes / 1e9, hash.size()));
           if (static_cast<int64_t>(hash.size()) >= max_ideals)
             throw Error(fmt::format(
                 "{}: graph \"{}\" has more than {} ideals ({} forward groups); coarsen it first (graphs/coarsen.h: "
@@ -137,13 +156,16 @@ Ideals enumerate_ideals(const ThroughputModel& m, int64_t max_ideals, const Budg
             if (std::all_of(m.preds(s).begin(), m.preds(s).end(), in)) take.push_back(s);
           std::sort(take.begin(), take.end());
           take.erase(std::unique(take.begin(), take.end()), take.end());
+          takeable += static_cast<int64_t>(take.size());
           next_addable.push_back(std::move(take));
         } else if (!std::equal(next.begin(), next.end(), id.bits.begin() + static_cast<size_t>(it->second) * W)) {
           throw Error(fmt::format("{}: 64-bit hash collision between two ideals of \"{}\"", placer, m.graph().name()));
         }
         down[it->second].emplace_back(v, i);
+        ++steps;
       }
     }
+    for (const auto& a : addable) takeable -= static_cast<int64_t>(a.size());
     addable.swap(next_addable);
     id.layer_begin.push_back(static_cast<int32_t>(hash.size()));
   }

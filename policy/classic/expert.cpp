@@ -164,23 +164,28 @@ std::vector<int32_t> place_by_rule(const Units& units, Rule rule, nlohmann::json
       break;
     }
     case Rule::pipeline: {
-      // Megatron-LM: a stage's `tp` GPUs of one node hold shard g of each of its layers on its g-th GPU; stages
-      // of equal layer counts, embeddings in the first, head in the last. Micro-batch r's ops outside the
-      // shards (norms, residual adds, the all-reduce's sum) go on its (r mod tp)-th GPU, spreading what
-      // Megatron's sequence parallelism spreads; weights outside the shards on its first.
+      // Megatron-LM's tensor x pipeline x data parallelism: a stage's `tp` GPUs of one node hold shard g of
+      // each of its layers on its g-th GPU; stages of equal layer counts, embeddings in the first, head in the
+      // last; GPUs left over (more than layers x tp) form data-parallel replicas of the pipeline, micro-batch
+      // r on replica r mod R (weights on the first, their copies and gradients sent over the weight ops'
+      // edges). Micro-batch r's ops outside the shards (norms, residual adds, the all-reduce's sum) go on
+      // its stage's (r mod tp)-th GPU, spreading what Megatron's sequence parallelism spreads.
       const std::vector<int32_t> shard = unit_shards(units, "shard"), micro_batch = unit_shards(units, "mb");
       const int32_t shards = 1 + std::max(0, n == 0 ? 0 : *std::max_element(shard.begin(), shard.end()));
+      const int32_t copies = 1 + std::max(0, n == 0 ? 0 : *std::max_element(micro_batch.begin(), micro_batch.end()));
       const int32_t node = first_node_gpus(units.simulator().cluster(), gpus);
       const int32_t tp = shards > 1 && G % shards == 0 && node % shards == 0 ? shards : 1;
       const int32_t layers = std::max(head, 1), stages = std::min(G / tp, layers);
+      const int32_t replicas = std::min(G / (tp * stages), copies);
       for (int32_t u = 0; u < n; ++u)
         if (layer[u] >= 0) {
           const int64_t stage = layer[u] >= head ? stages - 1 : static_cast<int64_t>(layer[u]) * stages / layers;
-          const int32_t g = shard[u] >= 0 ? shard[u] : std::max(micro_batch[u], 0);
-          where[u] = gpus[stage * tp + g % tp];
+          const int32_t r = std::max(micro_batch[u], 0), g = shard[u] >= 0 ? shard[u] : r;
+          where[u] = gpus[(static_cast<int64_t>(r % replicas) * stages + stage) * tp + g % tp];
         }
       info["stages"] = stages;
       info["tensor_parallel"] = tp;
+      info["data_parallel"] = replicas;
       info["layers_per_stage"] = fmt::format("{}-{}", layers / stages, (layers + stages - 1) / stages);
       break;
     }

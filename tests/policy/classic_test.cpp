@@ -309,6 +309,19 @@ TEST_CASE("policy::human_expert: decoders in equal pipeline stages, shards tenso
     }
     CHECK(sharded > 0);
   }
+  SECTION("4 layers on 8 GPUs: two data-parallel replicas of a 4-stage pipeline, micro-batch r on replica r mod 2") {
+    const graphs::Graph g = decoder(4, 1);
+    const sim::Cluster c = sim::make_preset("h100-8");
+    sim::Simulator s(g, c);
+    auto r = run_placer("human_expert", s);
+    CHECK(r.info["stages"] == 4);
+    CHECK(r.info["data_parallel"] == 2);
+    for (graphs::OpId op = 0; op < g.num_ops(); ++op) {
+      INFO(g.op_name(op));
+      const int32_t mb = index_of(g.op_name(op), "mb");
+      if (g.layer(op) >= 0) CHECK(r.device_of[op] == 4 * std::max(mb, 0) + std::min(g.layer(op), 3));
+    }
+  }
   SECTION("shards that do not divide a node's GPUs stay on their stage's GPU") {
     const graphs::Graph g = decoder(4, 4);
     const sim::Cluster c = sim::make_preset("h100-nodes-2x2");  // nodes of 2 GPUs: 4 shards do not fit in one
