@@ -211,7 +211,7 @@ def test_cycle_lists_ops(tmp_path):
 
 GRAPH_KEYS = {"name", "ops", "edges", "op_types", "forward_ops", "backward_ops", "update_ops",
               "colocation_classes", "depth", "flops", "bytes_read", "bytes_written", "output_bytes",
-              "param_bytes", "edge_bytes"}
+              "param_bytes", "parameters", "edge_bytes"}
 
 
 def test_graph_json_keys_and_values(tiny):

@@ -25,6 +25,7 @@ SOURCE_EXT = (".cpp", ".h", ".cu", ".py", ".sh", ".cmake", ".ipynb", ".trace")
 # Paths the docs name that are not in the repository, with the reason.
 ALLOWED = {
     "build/release/cli/placelab": "build output of `make run`",
+    "build/cuda": "the build folder of the cuda preset (docs/replay.md)",
     "throughput-dp/dp.cpp": "a file of the msr-fiddle/dnn-partitioning repository, not ours",
     "throughput-ip/ip.py": "a file of the msr-fiddle/dnn-partitioning repository, not ours",
     "model_specs.py": "a file of the TensorFlow models repository (NASNet), not ours",
