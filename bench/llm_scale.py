@@ -125,6 +125,61 @@ def run_placers(args, save) -> list[dict]:
     return out
 
 
+# The pipelined reading (Tarnawski et al.'s objective): one micro-batch's graph placed, then M micro-batches
+# streamed through that placement (simulate_stream: each device runs the earliest micro-batch's ops first,
+# as a pipeline does). The throughput placers work on this graph: micro-batch copies in one graph multiply
+# their ideals past any limit.
+STREAM_PLACERS = ["human_expert", "dp", "heft", "m_etf"]
+
+
+def one_micro_batch(spec: str) -> tuple[str, int]:
+    """`spec` with micro_batches=1 and the batch of one micro-batch; and the micro-batch count it had."""
+    name, _, rest = spec.partition(":")
+    params = dict(kv.split("=", 1) for kv in rest.split(","))
+    m = int(params.get("micro_batches", 1))
+    params["batch"] = str(int(params.get("batch", m)) // m)
+    params["micro_batches"] = "1"
+    return name + ":" + ",".join(f"{k}={v}" for k, v in params.items()), m
+
+
+def run_stream(args, save) -> None:
+    """Adds each configuration's streamed rows (config["stream"]) to the recorded placers part. A graph in
+    shards gets one more row: the DP on the same layers without shards (its ideals then stay few)."""
+    for config in args.doc.get("placers", []):
+        spec, m = one_micro_batch(config["graph"])
+        print(f"{config['label']}, streamed: {spec} x {m} on {config['cluster']}", file=sys.stderr, flush=True)
+        cluster = placelab.make_preset(config["cluster"])
+        simulator = placelab.Simulator(paperlib.graph(spec), cluster)
+        cases = [(placer, placer, simulator) for placer in STREAM_PLACERS]
+        if ",shards=" in spec and ",shards=1," not in spec + ",":
+            unsharded = ",".join(kv for kv in spec.split(",") if not kv.startswith("shards="))
+            cases.append(("dp, no shards", "dp", placelab.Simulator(paperlib.graph(unsharded), cluster)))
+        rows = []
+        for label, placer, sim in cases:
+            options = {"time_limit_s": args.budget_s} if placer == "dp" else {}
+            row = {"placer": label, "options": options, "ops": sim.graph.num_ops, "micro_batches": m}
+            start = time.perf_counter()
+            try:
+                placement, info = placelab.place(sim, placer, options, args.seed)
+            except (ValueError, RuntimeError) as e:
+                row.update(place_s=time.perf_counter() - start, error=str(e).splitlines()[0])
+                rows.append(row)
+                continue
+            row["place_s"] = time.perf_counter() - start
+            r = sim.simulate_stream(placement, m)
+            last = r["last"]
+            peaks = [float(x) for x in last["device_peak_bytes"]]
+            row.update(step_time_s=float(r["makespan_s"]), period_s=float(r["time_per_batch_s"]),
+                       one_s=float(r["single_s"]), peak_bytes=max(peaks), oom=bool(last["oom"]),
+                       excess_bytes=float(max(last["device_excess_bytes"])),
+                       device_peak_bytes=dict(zip(sim.cluster.device_names, peaks)), info=brief_info(info))
+            print(f"  {label}: {m} micro-batches in {paperlib.fmt_s(row['step_time_s'])}, peak "
+                  f"{row['peak_bytes'] / 1e9:.1f} GB{' OOM' if row['oom'] else ''}", file=sys.stderr, flush=True)
+            rows.append(row)
+        config["stream"] = {"graph": spec, "ops": simulator.graph.num_ops, "micro_batches": m, "rows": rows}
+        save()
+
+
 def cluster_capacity(name: str) -> float:
     return json.loads(run([args_bin(), "cluster", "--preset", name, "--json"]))["devices"][0]["memory_bytes"]
 
@@ -167,7 +222,8 @@ def run_scale(args) -> dict:
             print(f"engine: {spec} on {SCALE_CLUSTER}", file=sys.stderr, flush=True)
             doc = json.loads(run(one_core([args.bm_scale, "--graph", spec, "--cluster", SCALE_CLUSTER,
                                            "--sims", str(2 if args.quick else args.sims)])))
-            print(f"  {doc['ops']} ops: {doc['engine_ns_per_op']:.0f} ns/op, {doc['engine_over_sweep']:.2f}x the sweep, "
+            print(f"  {doc['ops']} ops: {doc['engine_ns_per_op']:.0f} ns/op, {doc['engine_over_sweep']:.2f}x the sweep "
+                  f"({doc['engine_over_sweep_min']:.2f}x from minima), "
                   f"peak RSS {doc['peak_rss_bytes'] / 1e9:.2f} GB", file=sys.stderr, flush=True)
             out["engine"].append(doc)
     else:
@@ -213,10 +269,14 @@ def gb(x: float) -> str:
 ANALYSIS_MARKER = "<!-- analysis: written by hand, kept when the script rewrites the tables above -->"
 
 
-def write_markdown(path: str, doc: dict, command: str) -> None:
+def write_markdown(path: str, doc: dict) -> None:
+    runs = doc.get("runs", {})
     lines = ["# Every placer at the scale of today's models (issue 51)", "",
-             f"Command: `{command}`.  ", f"{doc['when']}; commit {doc['commit']}; {doc['machine']}; load (uptime): "
-             f"{doc['uptime']}.", "",
+             "Each part as last run (`/usr/bin/python3 bench/llm_scale.py` runs all three; `--part` one):", ""]
+    for part, run in runs.items():
+        lines.append(f"- {part}: `{run['command']}`, {run['when']}, commit {run['commit']}; {run['machine']}; "
+                     f"`uptime`: {run['uptime']}")
+    lines += ["",
              "Float32 counting (docs/zoo.md, Conventions): a training step holds weights and Adam's moments "
              "(12 bytes a parameter) and each gradient from its backward op to its update; a micro-batch's "
              "activations live until its backward pass. Times use the clusters' FP32 peaks.", ""]
@@ -237,21 +297,44 @@ def write_markdown(path: str, doc: dict, command: str) -> None:
                 lines.append(f"| {r['placer']} | {opts} | {paperlib.fmt_s(r['place_s'])} | "
                              f"{paperlib.fmt_s(r['step_time_s'])} | {gb(r['peak_bytes'])} | {oom} |")
             lines.append("")
+            stream = config.get("stream")
+            if stream:
+                lines += [f"Pipelined: one micro-batch's graph (`{stream['graph']}`, {stream['ops']:,} ops) placed, "
+                          f"{stream['micro_batches']} micro-batches streamed through it (`simulate_stream`, the "
+                          "earliest micro-batch first on every device):", "",
+                          "| placer | ops | placement time | step time (M micro-batches) | period | peak memory | OOM |",
+                          "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+                for r in stream["rows"]:
+                    if "error" in r:
+                        lines.append(f"| {r['placer']} | {r['ops']:,} | {paperlib.fmt_s(r['place_s'])} | cannot place: "
+                                     f"{r['error']} | | | |")
+                        continue
+                    oom = f"yes, +{gb(r['excess_bytes'])}" if r["oom"] else "no"
+                    lines.append(f"| {r['placer']} | {r['ops']:,} | {paperlib.fmt_s(r['place_s'])} | "
+                                 f"{paperlib.fmt_s(r['step_time_s'])} | "
+                                 f"{paperlib.fmt_s(r['period_s'])} | {gb(r['peak_bytes'])} | {oom} |")
+                lines.append("")
     scale = doc.get("scale")
     if scale:
         lines += ["## Cost that grows linearly", ""]
         if scale["engine"]:
             first = scale["engine"][0]
-            lines += [f"Engine on `{SCALE_CLUSTER}`, random placements, medians of {first['sims']} "
+            lines += [f"Engine on `{SCALE_CLUSTER}`, {first['sims']} random placements per graph, each simulated "
+                      f"once and swept {first['sweeps']} times (the fastest kept); medians, and in brackets minima "
                       "(bench/bm_scale, one process per graph, `taskset -c 0`):", "",
-                      "| graph | ops | edges | simulation | sims/s | ns/op | sweep ns/op | engine / sweep | "
-                      "per op vs the smallest (engine / sweep) | peak RSS |",
-                      "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+                      "| graph | ops | edges | simulation | sims/s | engine ns/op | sweep ns/op | engine / sweep | "
+                      "engine ns/op vs the smallest graph | engine / sweep vs the smallest graph | peak RSS |",
+                      "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
             for e in scale["engine"]:
+                ns = lambda x: f"{x / e['ops'] * 1e9:.0f}"
                 rel = e["engine_over_sweep"] / first["engine_over_sweep"]
+                rel_min = e["engine_over_sweep_min"] / first["engine_over_sweep_min"]
+                per_op = e["engine_s_median"] / e["ops"] / (first["engine_s_median"] / first["ops"])
                 lines.append(f"| `{e['graph']}` | {e['ops']:,} | {e['edges']:,} | {paperlib.fmt_s(e['engine_s_median'])} "
-                             f"| {e['sims_per_s']:.3g} | {e['engine_ns_per_op']:.0f} | {e['sweep_ns_per_op']:.0f} | "
-                             f"{e['engine_over_sweep']:.2f}x | {rel:.2f}x | {gb(e['peak_rss_bytes'])} |")
+                             f"| {e['sims_per_s']:.3g} | {ns(e['engine_s_median'])} ({ns(e['engine_s_min'])}) | "
+                             f"{ns(e['sweep_s_median'])} ({ns(e['sweep_s_min'])}) | {e['engine_over_sweep']:.1f}x "
+                             f"({e['engine_over_sweep_min']:.1f}x) | {per_op:.2f}x | {rel:.2f}x ({rel_min:.2f}x) | "
+                             f"{gb(e['peak_rss_bytes'])} |")
             lines.append("")
         if scale["fast_placers"]:
             lines += [f"Fast placers on `{scale['fast_placers'][0]['graph']}` ({scale['fast_graph_ops']:,} ops) on "
@@ -288,20 +371,25 @@ def plot(path: str, doc: dict) -> None:
     import matplotlib.pyplot as plt
 
     configs, engine = doc.get("placers") or [], (doc.get("scale") or {}).get("engine") or []
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4.2), gridspec_kw={"width_ratios": [3, 1.3]})
+    fig, axes = plt.subplots(1, 2, figsize=(14, 5), gridspec_kw={"width_ratios": [3, 1.2]})
     ax = axes[0]
-    names = [r["placer"] for r in configs[0]["rows"]] if configs else []
+    rows_of = [{r["placer"]: r for r in config["rows"]} | {f"{r['placer']} (1 micro-batch, streamed)": r
+                                                           for r in config.get("stream", {}).get("rows", [])}
+               for config in configs]
+    names = list(dict.fromkeys(name for rows in rows_of for name in rows))
     width = 0.8 / max(1, len(configs))
-    for k, config in enumerate(configs):
-        for i, r in enumerate(config["rows"]):
-            x = i + (k - (len(configs) - 1) / 2) * width
-            if "error" in r:
-                ax.plot(x, 0, marker="x", color=f"C{k}")
+    for k, (config, rows) in enumerate(zip(configs, rows_of)):
+        for i, name in enumerate(names):
+            r, x = rows.get(name), i + (k - (len(configs) - 1) / 2) * width
+            if r is None:
+                continue
+            if "error" in r:  # cannot place: a cross at the foot of the axis
+                ax.plot(x, 0.02, marker="x", color=f"C{k}", transform=ax.get_xaxis_transform(), clip_on=False)
                 continue
             ax.bar(x, r["step_time_s"], width, color=f"C{k}", hatch="//" if r["oom"] else None,
                    edgecolor="black" if r["oom"] else None, label=config["label"] if i == 0 else None)
     ax.set_yscale("log")
-    ax.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=8)
+    ax.set_xticks(range(len(names)), names, rotation=35, ha="right", fontsize=7)
     ax.set_ylabel("simulated step time (s)")
     ax.set_title("step time per placer (hatched: out of memory; x: cannot place)", fontsize=9)
     if configs:
@@ -312,6 +400,7 @@ def plot(path: str, doc: dict) -> None:
         ax.plot(ops, [e["engine_ns_per_op"] for e in engine], marker="o", label="engine")
         ax.plot(ops, [e["sweep_ns_per_op"] for e in engine], marker="s", label="topological sweep")
         ax.set_xscale("log")
+        ax.set_yscale("log")
         ax.set_xlabel("ops")
         ax.set_ylabel("ns per op (median simulation)")
         ax.legend(fontsize=8)
@@ -330,7 +419,9 @@ def uptime() -> str:
 
 def main() -> None:
     def extra(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--part", choices=["placers", "scale", "all"], default="all")
+        parser.add_argument("--part", choices=["placers", "stream", "scale", "all"], default="all",
+                            help="placers: every placer on the micro-batched steps; stream: one micro-batch's graph "
+                            "placed and streamed (after placers); scale: the engine and the fast placers at 50k-1M ops")
         parser.add_argument("--configs", help="with --part placers: comma-separated indices of the configurations "
                             "to run (0-based; the others keep their recorded rows)")
         parser.add_argument("--bin", default=os.environ.get("PLACELAB_BIN", "build/release/cli/placelab"),
@@ -348,15 +439,18 @@ def main() -> None:
     if os.path.exists(path) and (args.part != "all" or args.configs):
         with open(path) as f:
             doc = json.load(f)
-    doc.update(commit=paperlib.git_commit(), machine=paperlib.machine(), uptime=uptime(),
-               when=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
     command = ("/usr/bin/python3 bench/llm_scale.py " + " ".join(sys.argv[1:])).strip()
+    run_info = {"command": command, "commit": paperlib.git_commit(), "machine": paperlib.machine(),
+                "uptime": uptime(), "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    for part in ("placers", "stream", "scale"):  # what each part's figures come from
+        if args.part in (part, "all"):
+            doc.setdefault("runs", {})[part] = run_info
     os.makedirs(args.out, exist_ok=True)
 
     def save() -> None:
         with open(path, "w") as f:
             json.dump(doc, f, indent=1)
-        write_markdown(os.path.join(args.out, "llm_scale.md"), doc, command)
+        write_markdown(os.path.join(args.out, "llm_scale.md"), doc)
         plot(os.path.join(args.out, "llm_scale.png"), doc)
 
     if args.part in ("placers", "all"):
@@ -369,6 +463,9 @@ def main() -> None:
             save()
 
         run_placers(args, save_configs)
+    if args.part in ("stream", "all"):
+        args.doc = doc
+        run_stream(args, save)
     if args.part in ("scale", "all"):
         doc["scale"] = run_scale(args)
         save()
