@@ -8,6 +8,7 @@
 #include "cli/common.h"
 #include "cli/placing.h"
 #include "graphs/error.h"
+#include "policy/classic/bounds.h"
 #include "sim/presets.h"
 
 namespace placelab::cli {
@@ -56,6 +57,9 @@ void run(const CompareArgs& a) {
   graphs::Graph g = load_graph(a.graph);
   sim::Cluster c = load_cluster(a.cluster);
   sim::Simulator simulator(g, c);
+  // How fast any placement that fits could be (policy/classic/bounds.h): each row's distance to it.
+  note("compare: lower bound\n");
+  const policy::BoundParts bound = policy::lower_bound(simulator);
   // A placer that fails (no split fits, too many ideals...) costs its row, not the others'.
   nlohmann::json rows = nlohmann::json::array();
   std::vector<PlacerRun> runs;
@@ -67,6 +71,9 @@ void run(const CompareArgs& a) {
           a.seconds > 0 && budgeted(names[i]) ? nlohmann::json{{"seconds", a.seconds}} : nlohmann::json::object();
       runs.push_back(run_placer(simulator, names[i], options, a.seed));
       rows.push_back(run_to_json(runs.back(), c));
+      const sim::SimResult& r = runs.back().sim;
+      const bool judged = !r.oom && bound.fits && bound.bound_s > 0;  // the bound speaks of placements that fit
+      rows.back()["ratio_to_bound"] = judged ? nlohmann::json(r.step_time_s / bound.bound_s) : nlohmann::json(nullptr);
     } catch (const Error& e) {
       note("compare: {} failed: {}\n", names[i], e.what());
       failed.emplace_back(names[i], e.what());
@@ -74,13 +81,23 @@ void run(const CompareArgs& a) {
     }
   }
   if (a.json) {
-    nlohmann::json doc = {{"graph", g.name()}, {"cluster", c.name()}, {"seed", a.seed}, {"rows", rows}};
+    nlohmann::json doc = {{"graph", g.name()}, {"cluster", c.name()}, {"seed", a.seed},
+                          {"bound", policy::bound_to_json(bound)}, {"rows", rows}};
     if (a.seconds > 0) doc["seconds"] = a.seconds;
     print_json(doc);
   } else {
     fmt::print("{} ({} ops) on {}{}\n", g.name(), g.num_ops(), c.name(),
                a.seconds > 0 ? fmt::format("; budgeted placers given {:g} s each", a.seconds) : "");
-    if (!runs.empty()) print_runs_table(runs);
+    if (bound.fits) {
+      std::string parts = fmt::format("critical path {}, work {}", human(bound.path_s, "s"), human(bound.work_s, "s"));
+      for (const auto& [name, value] : {std::pair{"forced cut", bound.cut_s}, std::pair{"busiest device", bound.device_s},
+                                        std::pair{"busiest link", bound.link_s}})
+        if (value > 0) parts += fmt::format(", {} {}", name, human(value, "s"));
+      fmt::print("bound  {}: no placement that fits in memory is faster ({})\n", human(bound.bound_s, "s"), parts);
+    } else {
+      fmt::print("bound  none: no placement fits in memory (parameters and activations exceed what the devices hold)\n");
+    }
+    if (!runs.empty()) print_runs_table(runs, bound.fits ? bound.bound_s : 0);
     for (const auto& [placer, error] : failed) fmt::print("  {:<16} failed: {}\n", placer, error);
   }
   if (!failed.empty()) {

@@ -124,22 +124,24 @@ PlacerRun run_placer(const sim::Simulator& simulator, const std::string& placer,
   return r;
 }
 
-void print_runs_table(std::span<const PlacerRun> runs) {
+void print_runs_table(std::span<const PlacerRun> runs, double bound_s) {
   double slowest = 0;
   std::string slowest_name;
   for (const auto& r : runs)
     if (r.sim.step_time_s > slowest) slowest = r.sim.step_time_s, slowest_name = r.placer;
   // OOM: "no", or the largest excess of a device over its capacity.
-  fmt::print("{:<16} {:>12} {:>8} {:>12} {:>11} {:>12} {:>12}\n", "placer", "step time", "speed-up", "peak mem", "OOM",
-             "bytes moved", "place time");
+  fmt::print("{:<16} {:>12} {:>8} {:>12} {:>11} {:>12} {:>12}{}\n", "placer", "step time", "speed-up", "peak mem", "OOM",
+             "bytes moved", "place time", bound_s > 0 ? fmt::format(" {:>8}", "x bound") : "");
   for (const auto& r : runs)
-    fmt::print("{:<16} {:>12} {:>7.2f}x {:>12} {:>11} {:>12} {:>12}\n", r.placer, human(r.sim.step_time_s, "s"),
+    fmt::print("{:<16} {:>12} {:>7.2f}x {:>12} {:>11} {:>12} {:>12}{}\n", r.placer, human(r.sim.step_time_s, "s"),
                r.sim.step_time_s > 0 ? slowest / r.sim.step_time_s : 1.0,
                human(*std::max_element(r.sim.device_peak_bytes.begin(), r.sim.device_peak_bytes.end()), "B"),
                r.sim.oom ? "+" + human(*std::max_element(r.sim.device_excess_bytes.begin(),
                                                          r.sim.device_excess_bytes.end()), "B")
                          : std::string("no"),
-               human(r.sim.total_bytes_moved, "B"), human(r.placement_time_s, "s"));
+               human(r.sim.total_bytes_moved, "B"), human(r.placement_time_s, "s"),
+               bound_s <= 0 ? "" : r.sim.oom ? fmt::format(" {:>8}", "-")
+                                             : fmt::format(" {:>7.3f}x", r.sim.step_time_s / bound_s));
   if (!slowest_name.empty())
     fmt::print("speed-up: against the slowest row, {} ({})\n", slowest_name, human(slowest, "s"));
 }

@@ -33,8 +33,9 @@ nlohmann::json run_to_json(const PlacerRun& run, const sim::Cluster& cluster);
 
 /**
  * One line per run: placer, step time, speed-up over the slowest row, peak memory, OOM, bytes moved, placement
- * time; then a line naming that slowest row.
+ * time (and with a bound > 0, each row's step time over it: "x bound", "-" out of memory); then a line naming
+ * that slowest row.
  */
-void print_runs_table(std::span<const PlacerRun> runs);
+void print_runs_table(std::span<const PlacerRun> runs, double bound_s = 0);
 
 }  // namespace placelab::cli

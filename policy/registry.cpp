@@ -7,6 +7,7 @@
 #include "graphs/error.h"
 #include "graphs/json_util.h"
 #include "policy/placer.h"
+#include "policy/classic/exact.h"
 #include "policy/classic/throughput.h"
 #include "policy/classic/units.h"
 #include "policy/learned/learners.h"
@@ -35,6 +36,7 @@ const std::vector<PlacerInfo>& placers() {
       {"m_topo", "Baechi m-TOPO: topological order filling devices under memory limits (Jeon et al. 2020)", &make_m_topo_placer},
       {"m_etf", "Baechi m-ETF: earliest task first under memory limits (Jeon et al. 2020)", &make_m_etf_placer},
       {"m_sct", "Baechi m-SCT: small-communication-time LP favourite children + m-ETF (Jeon et al. 2020)", &make_m_sct_placer},
+      {"exact", "the optimal placement of the units (step time, memory as a constraint): branch and bound with the engine as judge", &make_exact_placer},
       {"annealing", "simulated annealing over one-class moves with incremental re-simulation (FlexFlow's MCMC)", &make_annealing_placer},
       {"gdp", "GDP: GraphSAGE + segment-recurrent attention, all nodes in one pass, PPO; pre-trained (Zhou et al.)", [] { return learned::make_learned_placer("gdp"); }},
       {"placeto", "Placeto: MDP of per-node moves, GNN over graph + placement, REINFORCE (Addanki et al. 2019)", [] { return learned::make_learned_placer("placeto"); }},

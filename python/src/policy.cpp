@@ -11,6 +11,7 @@
 
 #include "graphs/error.h"
 #include "policy/memory_verdict.h"
+#include "policy/classic/bounds.h"
 #include "policy/placer.h"
 #include "policy/rl/trainer.h"
 #include "python/src/bindings.h"
@@ -268,6 +269,18 @@ void init_policy(py::module_& m) {
     doc.erase("learner");  // parameters and moments: large, and only the core reads them
     return py::dict(from_json(doc));
   }, py::arg("path"), "A training checkpoint's header (format, policy, options, step, trainer state) as a dict.");
+
+  m.def("lower_bound", [](const sim::Simulator& s) {
+    policy::BoundParts parts;
+    {
+      py::gil_scoped_release release;
+      parts = policy::lower_bound(s);
+    }
+    return py::dict(from_json(policy::bound_to_json(parts)));
+  }, py::arg("simulator"),
+        "A lower bound of the step time of every placement of simulator.graph that fits in memory, as placelab "
+        "compare prints it: a dict of bound_s (None when no placement fits), its parts path_s, cut_s, device_s, "
+        "work_s, link_s, and fits (policy/classic/bounds.h, docs/placers.md).");
 }
 
 }  // namespace placelab::python

@@ -43,6 +43,7 @@ CLUSTER = "v100-nvlink-4"
 # Per placer, the options that keep it small; none of these is a wall-clock budget.
 PLACER_OPTIONS = {
     "annealing": {"steps": 300},                  # "seconds" left at 0: bounded by steps only
+    "exact": {"time_limit_s": 0, "max_nodes": 2000},  # a node limit, not a time limit
     "local_search": {"restarts": 4},
     "m_sct": {"lp_iterations": 50000},            # an iteration limit, not a time limit
     "gdp": {"steps": 3, "pretrained": False, "warm_steps": 1},   # from scratch: imitation, then PPO
@@ -51,8 +52,9 @@ PLACER_OPTIONS = {
     "hsdag": {"steps": 3},
 }
 TIME_LIMITED = {"milp"}   # CBC's time_limit_s (seconds): compared only when every run ends "optimal"
-NOT_ON_ZOO = {"dp", "pipedream", "milp"}   # too many ideals / variables on the zoo graph
-GRAPH_FOR = {"milp": "random_dag:ops=16,width=4"}   # CBC: a smaller DAG keeps it well inside its limit
+NOT_ON_ZOO = {"dp", "pipedream", "milp", "exact"}   # too many ideals / variables / units on the zoo graph
+GRAPH_FOR = {"milp": "random_dag:ops=16,width=4",   # CBC: a smaller DAG keeps it well inside its limit
+             "exact": "random_dag:ops=12,width=4"}  # branch and bound: a few thousand nodes
 LEARNED = ["gdp", "placeto", "hdp", "hsdag"]
 TRAIN_GRAPHS = "random_dag:ops=30,width=4,seed=2,random_dag:ops=24,width=3,seed=5"
 # gdp imitates a classical placer for its first warm_steps (default 20): keep 2, so PPO runs too.

@@ -661,7 +661,7 @@ DOCUMENTED_OPTIONS = {
     "annealing": ["steps", "simulations", "seconds", "temperature", "stop_early"], "dp": ["max_ideals", "time_limit_s"],
     "pipedream": ["max_ideals", "time_limit_s"],
     "local_search": ["restarts", "max_steps", "contiguous", "use_cpus", "seconds"],
-    "milp": ["contiguous", "time_limit_s"],
+    "milp": ["contiguous", "time_limit_s"], "exact": ["time_limit_s", "max_nodes", "symmetry"],
 }
 
 
@@ -681,7 +681,8 @@ def test_unknown_options_are_errors_listing_the_known_ones():
         for k in known:  # and the documented keys are accepted (with a valid value each)
             value = {"split_file": None, "instance": None, "imbalance": 1.05, "lp_iterations": 100, "steps": 5,
                      "simulations": 20, "seconds": 0, "temperature": 0.002, "max_ideals": 1000, "time_limit_s": 10, "restarts": 2,
-                     "max_steps": 100, "contiguous": False, "use_cpus": False, "stop_early": False}[k]
+                     "max_steps": 100, "contiguous": False, "use_cpus": False, "stop_early": False, "max_nodes": 100,
+                     "symmetry": False}[k]
             if value is not None:
                 pl.place(sim, name, {k: value})
 
@@ -1253,3 +1254,33 @@ def test_place_info_carries_the_memory_verdict():
             assert info["oom_devices"] == excess and info["oom_excess_bytes"] == max(excess.values())
         else:
             assert "oom_excess_bytes" not in info and "oom_devices" not in info
+
+
+# ---------------------------------------------------------------------------------------------------
+# The optimum and lower bounds
+
+
+def test_exact_is_the_exhaustive_optimum_of_the_step_time():
+    # placers.md `exact`: "The placement of the units with the least simulated step time among those that fit
+    # in memory, proven"; info `bound_s` is "the step time when proven"; "The lower bound": "no placement that
+    # fits in memory is faster"; `compare`'s row ratio is the step time over it.
+    proven = 0
+    for seed in range(30):
+        doc, g, c, sim = random_case(1600 + seed)
+        every = np.array(list(itertools.product(range(c.num_devices), repeat=g.num_ops)), dtype=np.int32)
+        r = sim.simulate_batch(every)
+        fits = ~np.asarray(r["oom"], dtype=bool)
+        bound = pl.lower_bound(sim)
+        if not fits.any():
+            with pytest.raises(ValueError, match="fits in memory"):
+                pl.place(sim, "exact", {"time_limit_s": 0})
+            continue
+        best = float(np.asarray(r["step_time_s"])[fits].min())
+        p, info = pl.place(sim, "exact", {"time_limit_s": 0})
+        assert info["proven"] and best <= info["step_time_s"] <= best * (1 + 1e-9), (seed, info, best)
+        assert sim.simulate(p)["step_time_s"] == info["step_time_s"] and not sim.simulate(p)["oom"]
+        assert info["bound_s"] == info["step_time_s"]
+        assert bound["fits"] and bound["bound_s"] <= best * (1 + 1e-9), (seed, bound, best)
+        proven += 1
+    assert proven >= 20
+
