@@ -6,6 +6,7 @@
 #include "graphs/error.h"
 #include "graphs/training.h"
 #include "graphs/zoo/zoo.h"
+#include "tests/test_util.h"
 
 using namespace placelab;
 using namespace placelab::graphs;
@@ -29,12 +30,7 @@ int count_of(const Graph& g, std::string_view type) {
 }
 
 std::string make_error(std::string_view model, const zoo::Params& params) {
-  try {
-    zoo::make_model(model, params);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return testing::error_of([&] { zoo::make_model(model, params); });
 }
 
 }  // namespace
