@@ -1,6 +1,8 @@
 // Helpers shared by every test program: catching placelab::Error messages and editing JSON texts.
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -18,6 +20,18 @@ inline std::string error_of(const std::function<void()>& f) {
     return e.what();
   }
   return "";
+}
+
+/**
+ * How many seeds a randomized sweep covers: `n`, or a tenth of it (at least 5) in the sanitized build, where each
+ * simulation is tens of times slower; the release build of the same test covers the full sweep.
+ */
+constexpr uint64_t seeds(uint64_t n) {
+#ifdef PLACELAB_SANITIZED
+  return std::max<uint64_t>(n / 10, 5);
+#else
+  return n;
+#endif
 }
 
 /** `text` with the first `from` replaced by `to`; fails the test when `from` is absent. */

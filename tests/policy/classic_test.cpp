@@ -287,8 +287,11 @@ TEST_CASE("policy::human_expert: decoders in equal pipeline stages, shards tenso
       INFO(g.op_name(op));
       if (g.layer(op) >= 0) CHECK(r.device_of[op] == std::min(g.layer(op) / 2, 7));
     }
-    CHECK(r.device_of[g.find_op("mb1/embeddings/Embedding")] == 0);
-    CHECK(r.device_of[g.find_op("mb1/head/MatMul")] == 7);
+    const graphs::OpId embedding = g.find_op("mb1/embeddings/token/Embedding"), head = g.find_op("mb1/head/MatMul");
+    REQUIRE(embedding >= 0);
+    REQUIRE(head >= 0);
+    CHECK(r.device_of[embedding] == 0);
+    CHECK(r.device_of[head] == 7);
   }
   SECTION("8 layers in 2 shards on 2 nodes of 8: stage l on GPUs 2l and 2l + 1, shard k of it on GPU 2l + k, "
           "micro-batch r's other ops on GPU 2l + r") {

@@ -11,6 +11,7 @@
 #include "policy/classic/bounds.h"
 #include "policy/classic/exact.h"
 #include "sim/presets.h"
+#include "../test_util.h"
 #include "tiny_instances.h"
 
 using namespace placelab;
@@ -49,7 +50,7 @@ void check_against_brute_force(uint64_t seed, bool symmetry, bool starts = true)
 
 TEST_CASE("policy::exact: the brute-force optimum on random tiny instances", "[policy][exact]") {
   int64_t with_classes = 0;
-  for (uint64_t seed = 1; seed <= 200; ++seed) {
+  for (uint64_t seed = 1; seed <= testing::seeds(200); ++seed) {
     check_against_brute_force(seed, true);
     const testing::TinyInstance inst = testing::tiny_instance(seed, 3, 7, 4);
     sim::Simulator sim(inst.graph, inst.cluster);
@@ -58,9 +59,9 @@ TEST_CASE("policy::exact: the brute-force optimum on random tiny instances", "[p
     const auto cls = bound.symmetry_class();
     with_classes += *std::max_element(cls.begin(), cls.end()) + 1 < units.num_devices();
   }
-  CHECK(with_classes > 40);  // the symmetry is really exercised
-  for (uint64_t seed = 1; seed <= 60; ++seed) check_against_brute_force(seed, false);
-  for (uint64_t seed = 1; seed <= 60; ++seed) check_against_brute_force(seed, true, false);  // the search alone
+  CHECK(with_classes > static_cast<int64_t>(testing::seeds(200) / 5));  // the symmetry is really exercised
+  for (uint64_t seed = 1; seed <= testing::seeds(60); ++seed) check_against_brute_force(seed, false);
+  for (uint64_t seed = 1; seed <= testing::seeds(60); ++seed) check_against_brute_force(seed, true, false);  // the search alone
 }
 
 TEST_CASE("policy::exact: relabellings of alike devices are simulated, since the engine breaks ties by device index",
@@ -104,7 +105,7 @@ TEST_CASE("policy::exact: relabellings of alike devices are simulated, since the
 
 TEST_CASE("policy::exact: an early stop reports a bound that brute force confirms", "[policy][exact]") {
   int64_t stopped = 0;
-  for (uint64_t seed = 1; seed <= 80; ++seed) {
+  for (uint64_t seed = 1; seed <= testing::seeds(80); ++seed) {
     const testing::TinyInstance inst = testing::tiny_instance(seed, 6, 8, 3);
     sim::Simulator sim(inst.graph, inst.cluster, sim::default_cost_model(), inst.options);
     policy::Units units(sim);
@@ -123,7 +124,7 @@ TEST_CASE("policy::exact: an early stop reports a bound that brute force confirm
       CHECK(r.bound_s <= r.step_time_s);
     }
   }
-  CHECK(stopped > 10);
+  CHECK(stopped > static_cast<int64_t>(testing::seeds(80) / 8));
 }
 
 TEST_CASE("policy::exact: the placer's options and info", "[policy][exact]") {
