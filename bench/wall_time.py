@@ -1,13 +1,15 @@
 #!/usr/bin/python3
 """Learned placers against annealing at equal wall time on the held-out suite (bench/suites/held_out_wall_time.json):
 GDP zero-shot and GDP's searches against annealing, HEFT and m-SCT at equal seconds and at equal simulations; a table
-per budget, geometric means, and learning curves against wall time. A run appends each configuration's results to
-<out>/wall_time_raw.jsonl as it finishes; --resume skips the configurations already there."""
+per budget, geometric means, and learning curves against wall time. A run appends each configuration's results to a
+journal, <out>/wall_time_raw.jsonl, as it finishes; --resume skips the configurations already there. The report's raw
+data, every configuration in one file, is <out>/wall_time_raw.jsonl.gz (the journal is removed once it is written)."""
 
 from __future__ import annotations
 
 import bisect
 import datetime
+import gzip
 import json
 import os
 import sys
@@ -252,12 +254,19 @@ def write_report(report: paperlib.Report, rows: list[dict], seconds: list[float]
         report.notes += [f"- `{command}`: {len(got)} configurations, {got[0]['date']} to {got[-1]['date']}, commit "
                          f"{got[0]['commit']}, {got[0]['machine']}" for command, got in runs.items()] + [""]
     report.notes.append(f"Raw data (every cell, its simulations, seconds and start, curves thinned to {CURVE_POINTS} "
-                        f"points): `{os.path.basename(raw_path(args))}` beside this file.")
+                        f"points): `{os.path.basename(raw_path(args))}.gz` beside this file (`--merge` and `--resume` read it).")
     return report.write()
 
 
 def raw_path(args) -> str:
+    """The journal of a run; the report's raw data is the same name with .gz."""
     return os.path.join(args.out, "wall_time" + ("_quick" if args.quick else "") + "_raw.jsonl")
+
+
+def read_raw(path: str) -> list[dict]:
+    """The rows of a raw file, gzipped (.gz) or a plain journal."""
+    with (gzip.open if path.endswith(".gz") else open)(path, "rt") as f:
+        return [json.loads(line) for line in f if line.strip()]
 
 
 def main(argv=None) -> str:
@@ -291,14 +300,12 @@ def main(argv=None) -> str:
     done = []
     if args.merge:
         for raw in args.merge.split(","):
-            with open(raw) as f:
-                done += [json.loads(line) for line in f if line.strip()]
+            done += read_raw(raw)
         configs = [c for c in configs if any((c["graph"], c["cluster"]) == (r["graph"], r["cluster"]) for r in done)]
-        with open(path, "w") as f:
-            f.writelines(json.dumps(r) + "\n" for r in done)
-    elif args.resume and os.path.exists(path):
-        with open(path) as f:
-            done = [json.loads(line) for line in f if line.strip()]
+    elif args.resume:
+        for raw in (path + ".gz", path):  # an earlier report's rows, then the journal of a run stopped since
+            if os.path.exists(raw):
+                done += read_raw(raw)
     elif os.path.exists(path):
         os.remove(path)
     keys = {(r["graph"], r["cluster"], r["seed"]) for r in done}
@@ -307,10 +314,16 @@ def main(argv=None) -> str:
         if (config["graph"], config["cluster"], args.seed) in keys:
             continue
         rows.append(measure(config, seconds, simulations, args.seed))
+        done.append(rows[-1])
         with open(path, "a") as f:
             f.write(json.dumps(rows[-1]) + "\n")
     order = {(c["graph"], c["cluster"]): k for k, c in enumerate(configs)}
     rows.sort(key=lambda r: order[(r["graph"], r["cluster"])])
+    with gzip.open(path + ".gz.tmp", "wt") as f:  # written whole, then renamed: a killed run keeps the journal
+        f.writelines(json.dumps(r) + "\n" for r in done)  # rows of configurations left out by --configs too
+    os.replace(path + ".gz.tmp", path + ".gz")
+    if os.path.exists(path):
+        os.remove(path)
     return write_report(report, rows, seconds, simulations)
 
 
