@@ -12,6 +12,7 @@
 # command line runs the same loop with progress, a JSONL log and resumable checkpoints.
 
 # %%
+import shutil
 import tempfile
 
 import matplotlib.pyplot as plt
@@ -81,3 +82,10 @@ table
 ax = table["step_time_s"].mul(1e3).plot.barh(figsize=(7, 3))
 ax.set_xlabel("simulated step time (ms)")
 plt.show()
+
+# %% [markdown]
+# The checkpoint folder was scratch for this notebook; keep it (and `pl.train(..., resume=True)` continues
+# the run) or remove it.
+
+# %%
+shutil.rmtree(checkpoint)

@@ -24,6 +24,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -53,7 +54,7 @@ CD = C.to_dict()
 PD = {"format": "placelab.profile", "version": 1, "entries": [
     {"device_kind": "v100", "op_type": "MatMul", "time_s": 0.5},
     {"device_kind": "cpu", "op": "layer0/op0", "time_s": 0.1}]}
-TMP = tempfile.mkdtemp(prefix="placelab-malformed-")
+TMP = os.environ["PLACELAB_MALFORMED_TMP"]  # made and removed by the parent, whatever becomes of this child
 BASE = SIM.simulate(P)["step_time_s"]
 
 class BadLen:
@@ -158,7 +159,13 @@ INT_TOO_BIG = ["int2_63", "int2_64", "int10_30", "int_neg2_63m1", "np_uint64_max
 
 def run_cases(cases, timeout=30.0):
     """Runs (id, code, ...) cases in child interpreters; returns {id: result dict}."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"), MPLBACKEND="Agg", OMP_NUM_THREADS="1")
+    with tempfile.TemporaryDirectory(prefix="placelab-malformed-") as tmp:
+        env = dict(os.environ, PYTHONPATH=str(ROOT / "python"), MPLBACKEND="Agg", OMP_NUM_THREADS="1",
+                   PLACELAB_MALFORMED_TMP=tmp)
+        return run_children(cases, timeout, env)
+
+
+def run_children(cases, timeout, env):
     results, remaining = {}, list(cases)
     while remaining:
         payload = json.dumps([[c[0], c[1]] for c in remaining])
