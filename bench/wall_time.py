@@ -246,8 +246,8 @@ def write_report(report: paperlib.Report, rows: list[dict], seconds: list[float]
     plot(report, rows, max(seconds))
     runs = {}
     for r in rows:
-        if "run" in r:
-            runs.setdefault(r["run"]["command"], []).append(r["run"])
+        for run_by in r.get("runs", [r["run"]] if "run" in r else []):
+            runs.setdefault(run_by["command"], []).append(run_by)
     if runs:
         report.notes += ["Rows come from these runs (a run writes each configuration as it finishes; `--resume` "
                          "keeps them):", ""]
@@ -269,6 +269,21 @@ def read_raw(path: str) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
+def unite(rows: list[dict]) -> list[dict]:
+    """One row per configuration and seed: the cells of rows of the same one (runs at other budgets) together,
+    a later row's cell replacing an earlier one's, with every run that made them under "runs"."""
+    out: dict[tuple, dict] = {}
+    for r in rows:
+        key = (r["graph"], r["cluster"], r["seed"])
+        runs = r.get("runs", [r["run"]] if "run" in r else [])
+        if key not in out:
+            out[key] = {k: v for k, v in r.items() if k != "run"} | {"results": dict(r["results"]), "runs": runs}
+        else:
+            out[key]["results"].update(r["results"])
+            out[key]["runs"] = out[key]["runs"] + runs
+    return list(out.values())
+
+
 def main(argv=None) -> str:
     def extra(parser):
         parser.add_argument("--suite", default=SUITE, help="a placelab.configurations file (default the held-out "
@@ -279,7 +294,8 @@ def main(argv=None) -> str:
                             help=f"simulation budgets, '' for none (default {SIMULATIONS})")
         parser.add_argument("--resume", action="store_true", help="keep the raw file's configurations, run the rest")
         parser.add_argument("--merge", metavar="RAW,RAW", help="run nothing: write the report (and one raw file in "
-                                                               "--out) from these raw files, e.g. of runs in parallel")
+                                                               "--out) from these raw files, e.g. of runs in parallel "
+                                                               "or at other budgets (a configuration's cells united)")
         parser.add_argument("--clock", choices=sorted(CLOCKS), default="thread",
                             help="the budgets' clock: CPU time of the calling thread (default) or of the process, "
                                  "or wall time")
@@ -301,6 +317,7 @@ def main(argv=None) -> str:
     if args.merge:
         for raw in args.merge.split(","):
             done += read_raw(raw)
+        done = unite(done)
         configs = [c for c in configs if any((c["graph"], c["cluster"]) == (r["graph"], r["cluster"]) for r in done)]
     elif args.resume:
         for raw in (path + ".gz", path):  # an earlier report's rows, then the journal of a run stopped since

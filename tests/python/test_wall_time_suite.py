@@ -80,3 +80,18 @@ def test_a_bad_file_is_refused(tmp_path):
     path.write_text(json.dumps({"format": "placelab.suite", "version": 1}))
     with pytest.raises(SystemExit, match="placelab.configurations"):
         wall_time.read_configurations(str(path))
+
+
+def test_merge_unites_runs_of_one_configuration_at_other_budgets(tmp_path):
+    def row(graph, cells, command):
+        return {"graph": graph, "cluster": "eth-4", "kind": "recurrent", "seed": 1, "results": cells,
+                "run": {"command": command, "date": "d", "commit": "c", "machine": "m"}}
+    rows = [row("rnnlm", {"HEFT": 1, "annealing @ 1 seconds": 2}, "first"),
+            row("gnmt", {"HEFT": 5}, "first"),
+            row("rnnlm", {"HEFT": 3, "annealing @ 60 seconds": 4}, "second")]
+    united = wall_time.unite(rows)
+    assert [r["graph"] for r in united] == ["rnnlm", "gnmt"]
+    assert united[0]["results"] == {"HEFT": 3, "annealing @ 1 seconds": 2, "annealing @ 60 seconds": 4}
+    assert [r["command"] for r in united[0]["runs"]] == ["first", "second"]
+    assert rows[0]["results"] == {"HEFT": 1, "annealing @ 1 seconds": 2}  # the inputs are left alone
+    assert wall_time.unite(united) == united
