@@ -266,6 +266,16 @@ def gb(x: float) -> str:
     return f"{x / 1e9:,.1f} GB"
 
 
+def result_row(r: dict, second: str, times: list[str]) -> str:
+    """A placer's table row: placer, `second` (its options or op count), placement time, then `times` (step time,
+    period), peak memory and OOM; a placer that could not place fills the times' cells with its error."""
+    head = f"| {r['placer']} | {second} | {paperlib.fmt_s(r['place_s'])} |"
+    if "error" in r:
+        return head + f" cannot place: {r['error']} |" + " |" * (len(times) + 1)
+    oom = f"yes, +{gb(r['excess_bytes'])}" if r["oom"] else "no"
+    return head + "".join(f" {paperlib.fmt_s(r[t])} |" for t in times) + f" {gb(r['peak_bytes'])} | {oom} |"
+
+
 ANALYSIS_MARKER = "<!-- analysis: written by hand, kept when the script rewrites the tables above -->"
 
 
@@ -288,14 +298,7 @@ def write_markdown(path: str, doc: dict) -> None:
                       "| placer | options | placement time | step time | peak memory (largest device) | OOM |",
                       "| --- | --- | ---: | ---: | ---: | --- |"]
             for r in config["rows"]:
-                opts = json.dumps(r["options"]) if r["options"] else ""
-                if "error" in r:
-                    lines.append(f"| {r['placer']} | {opts} | {paperlib.fmt_s(r['place_s'])} | cannot place: "
-                                 f"{r['error']} | | |")
-                    continue
-                oom = f"yes, +{gb(r['excess_bytes'])}" if r["oom"] else "no"
-                lines.append(f"| {r['placer']} | {opts} | {paperlib.fmt_s(r['place_s'])} | "
-                             f"{paperlib.fmt_s(r['step_time_s'])} | {gb(r['peak_bytes'])} | {oom} |")
+                lines.append(result_row(r, json.dumps(r["options"]) if r["options"] else "", ["step_time_s"]))
             lines.append("")
             stream = config.get("stream")
             if stream:
@@ -305,14 +308,7 @@ def write_markdown(path: str, doc: dict) -> None:
                           "| placer | ops | placement time | step time (M micro-batches) | period | peak memory | OOM |",
                           "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
                 for r in stream["rows"]:
-                    if "error" in r:
-                        lines.append(f"| {r['placer']} | {r['ops']:,} | {paperlib.fmt_s(r['place_s'])} | cannot place: "
-                                     f"{r['error']} | | | |")
-                        continue
-                    oom = f"yes, +{gb(r['excess_bytes'])}" if r["oom"] else "no"
-                    lines.append(f"| {r['placer']} | {r['ops']:,} | {paperlib.fmt_s(r['place_s'])} | "
-                                 f"{paperlib.fmt_s(r['step_time_s'])} | "
-                                 f"{paperlib.fmt_s(r['period_s'])} | {gb(r['peak_bytes'])} | {oom} |")
+                    lines.append(result_row(r, f"{r['ops']:,}", ["step_time_s", "period_s"]))
                 lines.append("")
     scale = doc.get("scale")
     if scale:
