@@ -61,7 +61,8 @@ TEST_CASE("policy::exact: the brute-force optimum on random tiny instances", "[p
   }
   CHECK(with_classes > static_cast<int64_t>(testing::seeds(200) / 5));  // the symmetry is really exercised
   for (uint64_t seed = 1; seed <= testing::seeds(60); ++seed) check_against_brute_force(seed, false);
-  for (uint64_t seed = 1; seed <= testing::seeds(60); ++seed) check_against_brute_force(seed, true, false);  // the search alone
+  // The search alone, without the heuristics' start.
+  for (uint64_t seed = 1; seed <= testing::seeds(60); ++seed) check_against_brute_force(seed, true, false);
 }
 
 TEST_CASE("policy::exact: relabellings of alike devices are simulated, since the engine breaks ties by device index",
