@@ -280,7 +280,7 @@ def unite(rows: list[dict]) -> list[dict]:
             out[key] = {k: v for k, v in r.items() if k != "run"} | {"results": dict(r["results"]), "runs": runs}
         else:
             out[key]["results"].update(r["results"])
-            out[key]["runs"] = out[key]["runs"] + runs
+            out[key]["runs"] = out[key]["runs"] + [run for run in runs if run not in out[key]["runs"]]
     return list(out.values())
 
 
@@ -323,6 +323,7 @@ def main(argv=None) -> str:
         for raw in (path + ".gz", path):  # an earlier report's rows, then the journal of a run stopped since
             if os.path.exists(raw):
                 done += read_raw(raw)
+        done = unite(done)  # a journal's row replaces an earlier report's for the same configuration
     elif os.path.exists(path):
         os.remove(path)
     keys = {(r["graph"], r["cluster"], r["seed"]) for r in done}

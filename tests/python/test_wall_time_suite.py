@@ -95,3 +95,4 @@ def test_merge_unites_runs_of_one_configuration_at_other_budgets(tmp_path):
     assert [r["command"] for r in united[0]["runs"]] == ["first", "second"]
     assert rows[0]["results"] == {"HEFT": 1, "annealing @ 1 seconds": 2}  # the inputs are left alone
     assert wall_time.unite(united) == united
+    assert wall_time.unite(united + [rows[0]])[0]["runs"] == united[0]["runs"]  # a run is listed once
