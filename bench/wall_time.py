@@ -1,9 +1,11 @@
 #!/usr/bin/python3
 """Learned placers against annealing at equal wall time on the held-out suite (bench/suites/held_out_wall_time.json):
 GDP zero-shot and GDP's searches against annealing, HEFT and m-SCT at equal seconds and at equal simulations; a table
-per budget, geometric means, and learning curves against wall time. A run appends each configuration's results to a
-journal, <out>/wall_time_raw.jsonl, as it finishes; --resume skips the configurations already there. The report's raw
-data, every configuration in one file, is <out>/wall_time_raw.jsonl.gz (the journal is removed once it is written)."""
+per budget, geometric means, learning curves against wall time, and how much room there was (each configuration's
+lower bound, the best placement any run found, longer runs with --headroom-seconds). A run appends each configuration's
+results to a journal, <out>/wall_time_raw.jsonl, as it finishes; --resume keeps the cells already there (in the
+report's raw data or the journal) and runs the missing ones. The report's raw data, every configuration in one file,
+is <out>/wall_time_raw.jsonl.gz (the journal is removed once it is written)."""
 
 from __future__ import annotations
 
@@ -30,6 +32,11 @@ SEARCHES = [("annealing", "annealing", {}), ("GDP search (train)", "gdp", {}),
             ("GDP search (anneal)", "gdp", {"search": "anneal"}),
             ("GDP search (anneal, policy moves)", "gdp", {"search": "anneal", "proposals": "policy"}),
             ("GDP search (train, anneal)", "gdp", {"search": "train_anneal"})]
+# How much room a search had (--headroom-seconds): annealing and the GDP search that led at the longest budget, run
+# much longer, where the lower bound (placelab.lower_bound) is more than 20% below annealing's step time at the
+# longest budget; where it is not, the bound itself says how little room there was.
+HEADROOM_SEARCHES = [SEARCHES[0], SEARCHES[4]]
+HEADROOM_ROOM = 0.8
 CURVE_POINTS = 200  # best-so-far points kept per curve in the raw file (log-spaced in time)
 # The budgets' clock (PLACELAB_BUDGET_CLOCK, docs/placers.md#budgets) and the same clock here, to time the placers
 # that take no budget: CPU seconds of the calling thread by default, so that a budget buys the same compute whatever
@@ -81,28 +88,48 @@ def run(simulator, placer: str, options: dict, seed: int) -> dict:
             "info": kept, "curve": thin(info)}
 
 
-def measure(config: dict, seconds: list[float], simulations: list[int], seed: int) -> dict:
-    """Every column on one configuration: {"results": {column key: run()}}."""
+def measure(config: dict, seconds: list[float], simulations: list[int], seed: int, headroom: float | None = None,
+            have: dict | None = None) -> dict:
+    """Every column on one configuration: {"results": {column key: run()}, "bound_s": the lower bound}; given
+    `have`, an earlier row of the configuration, only the columns it lacks run (the row itself comes back when none
+    does). With `headroom`, annealing and the longest GDP search also run for that many seconds where the lower bound
+    leaves room (HEADROOM_ROOM)."""
     g = paperlib.graph(config["graph"])
     sim = placelab.Simulator(g, placelab.make_preset(config["cluster"]))
-    results = {"HEFT": run(sim, "heft", {}, seed), "m-SCT": run(sim, "m_sct", {}, seed),
-               "GDP zero-shot": run(sim, "gdp", {"steps": 0}, seed)}
+    results = dict(have["results"]) if have else {}
+    ran = []
+
+    def column(key: str, placer: str, options: dict) -> dict:
+        if key not in results:
+            results[key] = run(sim, placer, options, seed)
+            ran.append(key)
+        return results[key]
+
+    column("HEFT", "heft", {})
+    column("m-SCT", "m_sct", {})
+    zero_s = column("GDP zero-shot", "gdp", {"steps": 0}).get("clock_s", 1.0)
     # Annealing given the seconds zero-shot GDP took; where its start alone takes longer, its start (8 simulations:
     # six heuristics, the incremental simulator's first run, one move), marked as slower.
-    zero_s = results["GDP zero-shot"].get("clock_s", 1.0)
-    results["annealing at zero-shot's seconds"] = run(sim, "annealing", {"seconds": zero_s}, seed)
-    if "error" in results["annealing at zero-shot's seconds"]:
+    if "error" in column("annealing at zero-shot's seconds", "annealing", {"seconds": zero_s}):
         results["annealing at zero-shot's seconds"] = run(sim, "annealing", {"simulations": 8}, seed)
         results["annealing at zero-shot's seconds"]["slower"] = True
     for amount, key in [(s, "seconds") for s in seconds] + [(n, "simulations") for n in simulations]:
-        for column, placer, options in SEARCHES:
+        for name, placer, options in SEARCHES:
             curve = key == "seconds" and amount == max(seconds)
-            results[f"{column} @ {amount:g} {key}"] = run(sim, placer, options | {key: amount, "curve": curve}, seed)
+            column(f"{name} @ {amount:g} {key}", placer, options | {key: amount, "curve": curve})
+    bound_s = have.get("bound_s") if have and "bound_s" in have else placelab.lower_bound(sim)["bound_s"]
+    annealed = results.get(f"annealing @ {max(seconds):g} seconds", {})
+    if headroom and bound_s and annealed.get("step_time_s", 0) * HEADROOM_ROOM > bound_s:
+        for name, placer, options in HEADROOM_SEARCHES:
+            column(f"{name} @ {headroom:g} seconds", placer, options | {"seconds": headroom})
+    if have and not ran and "bound_s" in have:
+        return have
     run_by = {"command": "/usr/bin/python3 bench/wall_time.py " + " ".join(sys.argv[1:]),
               "commit": paperlib.git_commit(), "machine": paperlib.machine(),
               "date": f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC"}
+    runs = (have.get("runs", [have["run"]] if "run" in have else []) if have else []) + ([run_by] if ran else [])
     return {"graph": config["graph"], "cluster": config["cluster"], "kind": config["kind"], "ops": g.num_ops,
-            "seed": seed, "results": results, "run": run_by}
+            "seed": seed, "results": results, "bound_s": bound_s, "runs": runs}
 
 
 def cell(r: dict | None, wall: bool = False) -> str:
@@ -191,7 +218,56 @@ def plot(report: paperlib.Report, rows: list[dict], seconds: float) -> None:
     plt.close(fig)
 
 
-def write_report(report: paperlib.Report, rows: list[dict], seconds: list[float], simulations: list[int]) -> str:
+def best_found(r: dict) -> tuple[float, str] | None:
+    """The fastest placement that fits among every cell of a row (any placer, any budget), and its column."""
+    fits = [(c["step_time_s"], k) for k, c in r["results"].items() if "step_time_s" in c and not c["oom"]]
+    return min(fits) if fits else None
+
+
+def headroom_tables(report: paperlib.Report, rows: list[dict], seconds: list[float], headroom: float | None) -> None:
+    """How much faster than annealing a search could have been: per budget, the best GDP search per configuration
+    chosen with hindsight, the best placement any run found (the longer runs included) and the lower bound, each as
+    a geometric mean over annealing at that budget; and the longer runs, configuration by configuration."""
+    def against(b: float, pick) -> str:
+        pairs = [(pick(r), r["results"][f"annealing @ {b:g} seconds"]["step_time_s"]) for r in rows
+                 if not r["results"].get(f"annealing @ {b:g} seconds", {"oom": True}).get("oom", True)]
+        pairs = [(a, b) for a, b in pairs if a]
+        g = paperlib.geomean_ratio(pairs)
+        return "-" if g != g else f"{100 * (g - 1):+.1f}% ({len(pairs)})"
+
+    def best_search(b: float):
+        def pick(r):
+            got = [r["results"].get(f"{c} @ {b:g} seconds", {}) for c, _, _ in SEARCHES[1:]]
+            got = [c["step_time_s"] for c in got if "step_time_s" in c and not c["oom"]]
+            return min(got) if got else None
+        return pick
+
+    def best_any(r):
+        return (best_found(r) or (None,))[0]
+
+    report.table("How much room there was: geometric means against annealing at each budget (configurations)",
+                 ["budget", "best GDP search, chosen per configuration with hindsight", "best placement any run found",
+                  "lower bound"],
+                 [{"budget": f"{b:g} seconds",
+                   "best GDP search, chosen per configuration with hindsight": against(b, best_search(b)),
+                   "best placement any run found": against(b, best_any),
+                   "lower bound": against(b, lambda r: r.get("bound_s"))} for b in seconds])
+    longest = max(seconds)
+    columns = [f"{c} @ {headroom:g} seconds" for c, _, _ in HEADROOM_SEARCHES] if headroom else []
+    report.table(f"The lower bound, and longer runs where it leaves room (more than {100 * (1 - HEADROOM_ROOM):.0f}% "
+                 f"below annealing at {longest:g} seconds)",
+                 ["graph", "cluster", "lower bound", f"annealing @ {longest:g} seconds"] + columns +
+                 ["best any run found"],
+                 [{"graph": r["graph"], "cluster": r["cluster"],
+                   "lower bound": fmt_s(r["bound_s"]) if r.get("bound_s") else "-",
+                   f"annealing @ {longest:g} seconds": cell(r["results"].get(f"annealing @ {longest:g} seconds"))} |
+                  {c: cell(r["results"].get(c)) for c in columns} |
+                  {"best any run found": "-" if not best_found(r) else
+                   f"{fmt_s(best_found(r)[0])} ({best_found(r)[1]})"} for r in rows])
+
+
+def write_report(report: paperlib.Report, rows: list[dict], seconds: list[float], simulations: list[int],
+                 headroom: float | None = None) -> str:
     args = report.args
     report.intro = [
         f"Suite: `{os.path.relpath(args.suite, paperlib.ROOT)}` ({len(rows)} configurations), graphs and clusters the "
@@ -209,7 +285,12 @@ def write_report(report: paperlib.Report, rows: list[dict], seconds: list[float]
            "shared machine; GDP's decodes also run on other threads (oneTBB), which this clock does not count, as "
            "an idle machine's wall clock would not" if args.clock == "thread" else "") +
         "; times in cells are on it too. Ratios: geometric means of the first placer's "
-        "step time over the second's where both fit in memory (negative: the first is faster)."]
+        "step time over the second's where both fit in memory (negative: the first is faster). How much room a "
+        "search had: the lower bound of each configuration (`placelab.lower_bound`: no placement that fits is "
+        "faster), and the best placement any run found, "
+        + (f"annealing and {HEADROOM_SEARCHES[1][0]} run for {headroom:g} seconds where the bound is more than "
+           f"{100 * (1 - HEADROOM_ROOM):.0f}% below annealing at {max(seconds):g} seconds (`--headroom-seconds`)"
+           if headroom else "the runs above") + "."]
     report.claim("GDP zero-shot against HEFT", "-", pct(ratio(rows, "GDP zero-shot", "HEFT")))
     report.claim("GDP zero-shot against annealing given the same seconds", "ahead (target)",
                  pct(ratio(rows, "GDP zero-shot", "annealing at zero-shot's seconds")))
@@ -219,6 +300,10 @@ def write_report(report: paperlib.Report, rows: list[dict], seconds: list[float]
             report.claim(f"{column} against annealing at {amount:g} {key}",
                          "5% ahead (target)" if key == "seconds" else "-",
                          pct(ratio(rows, f"{column} @ {amount:g} {key}", f"annealing @ {amount:g} {key}")))
+    if headroom:
+        name = HEADROOM_SEARCHES[1][0]
+        report.claim(f"{name} against annealing at {headroom:g} seconds, where the lower bound leaves room", "-",
+                     pct(ratio(rows, f"{name} @ {headroom:g} seconds", f"annealing @ {headroom:g} seconds")))
     kinds = [k for k in KINDS if any(r["kind"] == k for r in rows)]
     report.table("Against annealing by kind of model (geometric means of step time; configurations)",
                  ["budget", "search"] + kinds + ["all"],
@@ -226,6 +311,7 @@ def write_report(report: paperlib.Report, rows: list[dict], seconds: list[float]
                   {k: short(ratio([r for r in rows if k in (r["kind"], "all")], f"{column} @ {amount:g} {key}",
                                   f"annealing @ {amount:g} {key}")) for k in kinds + ["all"]}
                   for amount, key in budgets for column, _, _ in SEARCHES[1:]])
+    headroom_tables(report, rows, seconds, headroom)
     report.table("Seconds per simulation (median over configurations), at the largest time budget",
                  ["search", "seconds per simulation", "x annealing's"], cost_rows(rows, max(seconds)))
     where = ["graph", "cluster"]
@@ -279,6 +365,7 @@ def unite(rows: list[dict]) -> list[dict]:
         if key not in out:
             out[key] = {k: v for k, v in r.items() if k != "run"} | {"results": dict(r["results"]), "runs": runs}
         else:
+            out[key].update({k: v for k, v in r.items() if k not in ("run", "runs", "results")})
             out[key]["results"].update(r["results"])
             out[key]["runs"] = out[key]["runs"] + [run for run in runs if run not in out[key]["runs"]]
     return list(out.values())
@@ -292,7 +379,10 @@ def main(argv=None) -> str:
         parser.add_argument("--seconds", default=SECONDS, help=f"time budgets in seconds (default {SECONDS})")
         parser.add_argument("--simulations", default=SIMULATIONS,
                             help=f"simulation budgets, '' for none (default {SIMULATIONS})")
-        parser.add_argument("--resume", action="store_true", help="keep the raw file's configurations, run the rest")
+        parser.add_argument("--headroom-seconds", metavar="S", help="also run annealing and GDP search (train, "
+                            "anneal) for S seconds where the lower bound leaves room (default none)")
+        parser.add_argument("--resume", action="store_true", help="keep the raw file's cells, run the missing ones "
+                                                                  "(configurations, budgets, headroom)")
         parser.add_argument("--merge", metavar="RAW,RAW", help="run nothing: write the report (and one raw file in "
                                                                "--out) from these raw files, e.g. of runs in parallel "
                                                                "or at other budgets (a configuration's cells united)")
@@ -311,6 +401,7 @@ def main(argv=None) -> str:
         configs = [configs[int(k)] for k in args.configs.split(",")]
     seconds = [1.0] if args.quick else [float(s) for s in args.seconds.split(",")]
     simulations = [60] if args.quick else [int(n) for n in args.simulations.split(",") if n]
+    headroom = 2.0 if args.quick else (float(args.headroom_seconds) if args.headroom_seconds else None)
     os.makedirs(args.out, exist_ok=True)
     path = raw_path(args)
     done = []
@@ -326,15 +417,22 @@ def main(argv=None) -> str:
         done = unite(done)  # a journal's row replaces an earlier report's for the same configuration
     elif os.path.exists(path):
         os.remove(path)
-    keys = {(r["graph"], r["cluster"], r["seed"]) for r in done}
-    rows = [r for r in done if any((c["graph"], c["cluster"]) == (r["graph"], r["cluster"]) for c in configs)]
+    earlier = {(r["graph"], r["cluster"], r["seed"]): k for k, r in enumerate(done)}
     for config in configs:
-        if (config["graph"], config["cluster"], args.seed) in keys:
+        k = earlier.get((config["graph"], config["cluster"], args.seed))
+        if args.merge and k is not None:
             continue
-        rows.append(measure(config, seconds, simulations, args.seed))
-        done.append(rows[-1])
+        row = measure(config, seconds, simulations, args.seed, headroom, done[k] if k is not None else None)
+        if k is not None and row is done[k]:
+            continue
+        if k is None:
+            done.append(row)
+        else:
+            done[k] = row
         with open(path, "a") as f:
-            f.write(json.dumps(rows[-1]) + "\n")
+            f.write(json.dumps(row) + "\n")
+    wanted = {(c["graph"], c["cluster"]) for c in configs}
+    rows = [r for r in done if (r["graph"], r["cluster"]) in wanted]
     order = {(c["graph"], c["cluster"]): k for k, c in enumerate(configs)}
     rows.sort(key=lambda r: order[(r["graph"], r["cluster"])])
     with gzip.open(path + ".gz.tmp", "wt") as f:  # written whole, then renamed: a killed run keeps the journal
@@ -342,7 +440,7 @@ def main(argv=None) -> str:
     os.replace(path + ".gz.tmp", path + ".gz")
     if os.path.exists(path):
         os.remove(path)
-    return write_report(report, rows, seconds, simulations)
+    return write_report(report, rows, seconds, simulations, headroom)
 
 
 if __name__ == "__main__":

@@ -96,3 +96,27 @@ def test_merge_unites_runs_of_one_configuration_at_other_budgets(tmp_path):
     assert rows[0]["results"] == {"HEFT": 1, "annealing @ 1 seconds": 2}  # the inputs are left alone
     assert wall_time.unite(united) == united
     assert wall_time.unite(united + [rows[0]])[0]["runs"] == united[0]["runs"]  # a run is listed once
+
+
+def test_unite_keeps_a_later_rows_bound_and_an_earlier_ones_when_the_later_has_none():
+    rows = [{"graph": "g", "cluster": "c", "seed": 1, "results": {}, "bound_s": 1.0},
+            {"graph": "g", "cluster": "c", "seed": 1, "results": {"HEFT": 2}}]
+    assert wall_time.unite(rows)[0]["bound_s"] == 1.0
+    assert wall_time.unite(rows + [dict(rows[0], bound_s=3.0)])[0]["bound_s"] == 3.0
+
+
+def test_resume_runs_only_the_cells_a_row_lacks():
+    config = wall_time.QUICK[0]
+    row = wall_time.measure(config, [0.05], [10], 1)
+    assert row["bound_s"] > 0 and len(row["runs"]) == 1
+    assert wall_time.measure(config, [0.05], [10], 1, have=row) is row  # nothing to run: the same row
+    lacking = dict(row, results={k: v for k, v in row["results"].items() if k != "annealing @ 0.05 seconds"})
+    again = wall_time.measure(config, [0.05], [10], 1, have=lacking)
+    assert set(again["results"]) == set(row["results"])
+    assert all(again["results"][k] is v for k, v in lacking["results"].items())  # kept, not run again
+    assert again["results"]["annealing @ 0.05 seconds"]["step_time_s"] > 0
+    assert len(again["runs"]) == 2
+    # A longer run only where the lower bound leaves room below annealing at the longest budget.
+    roomy = wall_time.measure(config, [0.05], [10], 1, headroom=0.1, have=row)
+    annealed = row["results"]["annealing @ 0.05 seconds"]["step_time_s"]
+    assert ("annealing @ 0.1 seconds" in roomy["results"]) == (row["bound_s"] < wall_time.HEADROOM_ROOM * annealed)
