@@ -131,7 +131,8 @@ PlaceResult anneal(const PlaceRequest& request, Budget& budget, const AnnealingS
   sim::IncrementalSimulator state(sim, start.placement);
   budget.mark();
   const double seconds = budget.seconds();
-  if (seconds > 0 && budget.elapsed_s() > seconds)
+  const bool late = seconds > 0 && budget.elapsed_s() > seconds;
+  if (late && !settings.keep_late_start)
     throw Error(fmt::format("annealing: starting (the start placement, {}, then the incremental simulator's first run) "
                             "took {:.3g} s, more than the \"seconds\" budget of {} s; raise it",
                             start.name, budget.elapsed_s(), seconds));
@@ -151,7 +152,7 @@ PlaceResult anneal(const PlaceRequest& request, Budget& budget, const AnnealingS
   // Best cost after each move, as the learned placers report their learning curves (equal-budget plots).
   std::vector<double> curve_best, curve_wall;
   std::vector<int64_t> curve_simulations;
-  for (; done < steps && !movable.empty() && budget.allows(1); ++done) {
+  for (; !late && done < steps && !movable.empty() && budget.allows(1); ++done) {
     request.check_interrupt();
     const int32_t u = movable[uniform_index(rng, static_cast<int32_t>(movable.size()))];
     const int32_t from = state.placement()[units.ops(u)[0]];
@@ -202,6 +203,7 @@ PlaceResult anneal(const PlaceRequest& request, Budget& budget, const AnnealingS
   nlohmann::json info = {{"start", start.name},  {"start_cost_s", start_cost}, {"best_cost_s", best},
                          {"steps", done},         {"accepted", accepted},      {"improvements", improved},
                          {"stopped_early", metropolis.stopped}, {"cooling", by_time ? "seconds" : "steps"}};
+  if (late) info["late_start"] = true;
   budget.report(info);
   if (settings.curve) {
     info["curve_best_cost_s"] = curve_best;

@@ -45,6 +45,9 @@ struct AnnealingSettings {
   bool stop_early = true;      // stop a rejected move's replay once its rejection is certain (same result)
   bool curve = false;          // best cost, wall time and simulations after each move in the info
   DeviceProposal propose;      // where a move sends its unit (empty: uniform)
+  // When the start alone took the whole time budget: return the start (no moves, info "late_start") instead
+  // of an error. For searches that already hold a placement worth keeping (GDP's policy, its training's best).
+  bool keep_late_start = false;
 };
 
 /**

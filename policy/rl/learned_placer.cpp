@@ -125,6 +125,7 @@ policy::PlaceResult anneal_search(const policy::PlaceRequest& request, policy::B
   if (classical.cost < start.cost) start = std::move(classical);
   policy::AnnealingSettings settings;
   settings.curve = options.curve;
+  settings.keep_late_start = true;  // a placement in hand is returned, not lost to an error, when time ran out
   if (options.proposals == "policy") {
     std::vector<std::vector<float>> preferences = learner.device_preferences(task);
     if (preferences.empty())

@@ -175,3 +175,22 @@ TEST_CASE("GDP's device preferences: the greedy decode's distributions, and move
   CHECK_THAT(error_of([&] { place(*task.simulator, "gdp", {{"proposals", "policy"}}); }),
              Catch::Contains("annealing searches"));
 }
+
+TEST_CASE("A GDP annealing search whose start took the whole time budget returns that start; annealing fails",
+          "[gdp][budget]") {
+  const rl::Task task = placelab::testing::task_of(
+      graphs::zoo::make_model("rnnlm", {{"layers", 2}, {"steps", 3}, {"batch", 32}}), "v100-pcie-4");
+  const sim::Simulator& sim = *task.simulator;
+  // A clock read costs 30 ms: the policy's placing and the heuristics spend the 0.05 s before a move.
+  for (const char* search : {"anneal", "train_anneal"}) {
+    const policy::PlaceResult r = place(sim, "gdp", {{"search", search}, {"seconds", 0.05}}, 0.03);
+    INFO(search << ": " << r.info.dump());
+    CHECK(r.info["late_start"] == true);
+    CHECK(r.info["steps"] == 0);
+    CHECK(cost(sim, r.device_of) == r.info["start_cost_s"].get<double>());
+    CHECK(r.info["start_cost_s"].get<double>() <= r.info["policy_cost_s"].get<double>());
+  }
+  // Annealing alone has nothing worth keeping but its heuristics' start, so it says to raise the budget.
+  CHECK_THROWS_WITH(place(sim, "annealing", {{"seconds", 0.05}}, 0.03), Catch::Contains("raise it"));
+  CHECK(!place(sim, "gdp", {{"search", "anneal"}, {"seconds", 0.5}}, 1e-5).info.contains("late_start"));
+}
