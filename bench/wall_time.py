@@ -117,7 +117,7 @@ def measure(config: dict, seconds: list[float], simulations: list[int], seed: in
         for name, placer, options in SEARCHES:
             curve = key == "seconds" and amount == max(seconds)
             column(f"{name} @ {amount:g} {key}", placer, options | {key: amount, "curve": curve})
-    bound_s = have.get("bound_s") if have and "bound_s" in have else placelab.lower_bound(sim)["bound_s"]
+    bound_s = have["bound_s"] if have and "bound_s" in have else placelab.lower_bound(sim)["bound_s"]
     annealed = results.get(f"annealing @ {max(seconds):g} seconds", {})
     if headroom and bound_s and annealed.get("step_time_s", 0) * HEADROOM_ROOM > bound_s:
         for name, placer, options in HEADROOM_SEARCHES:
@@ -231,7 +231,7 @@ def headroom_tables(report: paperlib.Report, rows: list[dict], seconds: list[flo
     def against(b: float, pick) -> str:
         pairs = [(pick(r), r["results"][f"annealing @ {b:g} seconds"]["step_time_s"]) for r in rows
                  if not r["results"].get(f"annealing @ {b:g} seconds", {"oom": True}).get("oom", True)]
-        pairs = [(a, b) for a, b in pairs if a]
+        pairs = [(mine, theirs) for mine, theirs in pairs if mine]
         g = paperlib.geomean_ratio(pairs)
         return "-" if g != g else f"{100 * (g - 1):+.1f}% ({len(pairs)})"
 
@@ -262,8 +262,8 @@ def headroom_tables(report: paperlib.Report, rows: list[dict], seconds: list[flo
                    "lower bound": fmt_s(r["bound_s"]) if r.get("bound_s") else "-",
                    f"annealing @ {longest:g} seconds": cell(r["results"].get(f"annealing @ {longest:g} seconds"))} |
                   {c: cell(r["results"].get(c)) for c in columns} |
-                  {"best any run found": "-" if not best_found(r) else
-                   f"{fmt_s(best_found(r)[0])} ({best_found(r)[1]})"} for r in rows])
+                  {"best any run found": "-" if not best else f"{fmt_s(best[0])} ({best[1]})"}
+                  for r, best in ((r, best_found(r)) for r in rows)])
 
 
 def write_report(report: paperlib.Report, rows: list[dict], seconds: list[float], simulations: list[int],
