@@ -176,7 +176,7 @@ TEST_CASE("GDP's device preferences: the greedy decode's distributions, and move
              Catch::Contains("annealing searches"));
 }
 
-TEST_CASE("A GDP annealing search whose start took the whole time budget returns that start; annealing fails",
+TEST_CASE("A GDP annealing search whose start took the whole time budget returns that start, where annealing fails",
           "[gdp][budget]") {
   const rl::Task task = placelab::testing::task_of(
       graphs::zoo::make_model("rnnlm", {{"layers", 2}, {"steps", 3}, {"batch", 32}}), "v100-pcie-4");
