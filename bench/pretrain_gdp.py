@@ -12,6 +12,8 @@ where a run stops; the committed policy predates the OpenBLAS products, docs/lea
     bench/pretrain_gdp.py --minutes 60            # train (or go on training) for an hour, then export
     bench/pretrain_gdp.py --export-only           # export the checkpoint as it is
     bench/pretrain_gdp.py --steps 40000           # reproduce the committed file: its trainer.steps
+    bench/pretrain_gdp.py --init policy/learned/pretrained/gdp.json --suite S --stages 0,80,0
+                                                  # go on training the committed policy on suite S's train set
 
 Rebuild afterwards (make run) to embed the exported file. Graph imports from torchvision are cached (paperlib)."""
 
@@ -71,11 +73,18 @@ def export(checkpoint_dir: str, out: str, suite_path: str, command: str) -> dict
     doc["learner"].pop("best", None)
     doc["options"].update(FINE_TUNE)
     trainer = doc["trainer"]
+    init_path = os.path.join(checkpoint_dir, "init.json")  # the trainer record of the policy the run started from
+    continued = None
+    if os.path.exists(init_path):
+        with open(init_path) as f:
+            continued = json.load(f)
     with open(suite_path, "rb") as f:
         suite_hash = hashlib.sha256(f.read()).hexdigest()[:16]
     doc["trainer"] = {"seed": trainer["seed"], "wall_s": trainer["wall_s"], "simulations": trainer["simulations"],
                       "made_by": command, "suite": os.path.relpath(suite_path, paperlib.ROOT),
                       "suite_sha256": suite_hash, "tasks": len(trainer["tasks"])}
+    if continued:
+        doc["trainer"]["continued_from"] = continued
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(out)), prefix=".gdp.", suffix=".json")
     with os.fdopen(fd, "w") as f:
@@ -135,6 +144,8 @@ def main(argv=None) -> int:
                         help="steps per task of imitation, RL and distillation (default "
                         f"{WARM_STEPS_PER_TASK},{RL_STEPS_PER_TASK},{DISTILL_STEPS_PER_TASK})")
     parser.add_argument("--options", default="{}", help="GDP options (JSON) over the script's (default none)")
+    parser.add_argument("--init", metavar="CHECKPOINT", help="start a new run from this checkpoint's policy (e.g. "
+                        "the committed gdp.json) rather than from scratch; --stages 0,N,0 then skips imitation")
     parser.add_argument("--export-only", action="store_true", help="export the run's checkpoint without training")
     parser.add_argument("--quick", action="store_true", help="two small tasks and a tiny policy for four steps, "
                         "exported into the run's folder (tests)")
@@ -158,11 +169,18 @@ def main(argv=None) -> int:
         if args.quick:
             options.update(warm_steps=1, distill_from=3, hidden=8, heads=1, ff=16, head_hidden=8)  # all stages
         resume = os.path.exists(os.path.join(args.checkpoint, "checkpoint.json"))
+        if args.init and not resume:
+            with open(os.path.join(args.init, "checkpoint.json") if os.path.isdir(args.init) else args.init) as f:
+                started_from = json.load(f)["trainer"]
+            os.makedirs(args.checkpoint, exist_ok=True)
+            with open(os.path.join(args.checkpoint, "init.json"), "w") as f:
+                json.dump(dict(started_from, path=os.path.relpath(os.path.abspath(args.init), paperlib.ROOT)), f)
         print(f"pretrain_gdp: {len(tasks)} tasks, {'resuming' if resume else 'starting'} {args.checkpoint}",
               file=sys.stderr, flush=True)
         started = time.time()
         summary = placelab.train("gdp", tasks, steps=args.steps, minutes=args.minutes, checkpoint=args.checkpoint,
                                  checkpoint_every=500, resume=resume, seed=args.seed, options=options,
+                                 init=None if resume else args.init,
                                  progress=lambda line: print(line, file=sys.stderr, flush=True))
         print(f"pretrain_gdp: {summary['steps']} steps in all, {time.time() - started:.0f} s in this run",
               file=sys.stderr, flush=True)

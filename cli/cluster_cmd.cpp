@@ -126,7 +126,7 @@ void run(const ClusterArgs& a, bool multi_node, bool node_options) {
   if (node_options && !multi_node)
     throw Error("cluster: --gpus, --kind and --oversubscription shape a multi-node cluster; give --nodes N with them");
   if (int(!a.preset.empty()) + int(!a.file.empty()) + int(multi_node) != 1)
-    throw Error("cluster: give exactly one of --preset NAME, --file F or --nodes N [--gpus G] [--kind h100|a100] "
+    throw Error("cluster: give exactly one of --preset NAME, --file F or --nodes N [--gpus G] [--kind h100|a100|v100] "
                 "(placelab cluster --list shows the presets)");
   if (!a.out.empty()) check_output("cluster", "--out", a.out, {a.file});
   const std::optional<sim::MultiNodeSpec> spec =
@@ -151,7 +151,7 @@ void add_cluster_command(CLI::App& app) {
   CLI::Option* nodes = cmd->add_option("--nodes", args->nodes.nodes,
                                        "Multi-node cluster of N DGX nodes (1..32), the same as preset KIND-nodes-NxG");
   CLI::Option* gpus = cmd->add_option("--gpus", args->nodes.gpus_per_node, "With --nodes: GPUs per node, 1|2|4|8 (default 8)");
-  CLI::Option* kind = cmd->add_option("--kind", args->nodes.kind, "With --nodes: h100 (DGX H100, default) or a100 (DGX A100)");
+  CLI::Option* kind = cmd->add_option("--kind", args->nodes.kind, "With --nodes: h100 (DGX H100, default), a100 (DGX A100) or v100 (DGX-2-style V100 nodes)");
   CLI::Option* over = cmd->add_option("--oversubscription", args->nodes.oversubscription,
                                       "With --nodes: leaf uplinks oversubscribed R:1 (default 1: non-blocking)");
   cmd->add_option("--out", args->out, "Write the cluster as placelab.cluster JSON");

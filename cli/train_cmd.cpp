@@ -1,5 +1,5 @@
 // placelab train --graphs G1,G2,.. --cluster C --policy NAME [--steps N | --minutes M] [--checkpoint DIR]
-//                [--resume] [--seed S] [--options JSON] [--json]
+//                [--resume | --init CHECKPOINT] [--seed S] [--options JSON] [--json]
 // Under mpirun or srun, every process is a data-parallel rank of one run (docs/distributed.md); rank 0
 // writes the log, the checkpoint and the summary.
 #include <algorithm>
@@ -24,7 +24,7 @@ namespace placelab::cli {
 namespace {
 
 struct TrainArgs {
-  std::string graphs, cluster = "v100-nvlink-4", policy, options, checkpoint;
+  std::string graphs, cluster = "v100-nvlink-4", policy, options, checkpoint, init;
   int64_t steps = 100;  // when --steps is left out: unlimited with --minutes
   bool steps_given = false;
   double minutes = 0;
@@ -102,6 +102,10 @@ void run(const TrainArgs& a) {
   nlohmann::json options = a.options.empty() ? nlohmann::json::object() : parse_options(a.options);
   std::string policy = a.policy;
   if (a.checkpoint.empty() && a.resume) throw Error("train: --resume needs --checkpoint DIR (the run to continue)");
+  if (a.resume && !a.init.empty()) {
+    throw Error("train: --init starts a new run from a checkpoint's policy and --resume continues the run in "
+                "--checkpoint; give one of them");
+  }
   uint64_t seed = a.seed;
   if (a.resume) {
     // The run keeps its policy and seed, and unless given its options and reward.
@@ -121,6 +125,7 @@ void run(const TrainArgs& a) {
       if (!saved.reward.is_null()) options["reward"] = saved.reward;
     }
   }
+  if (policy.empty() && !a.init.empty()) policy = rl::read_checkpoint(a.init)["policy"].get<std::string>();
   if (policy.empty()) throw Error("train: --policy is required (e.g. --policy hdp; known: see placelab compare --list)");
   if (a.graphs.empty()) throw Error("train: --graphs is required (e.g. --graphs inception_v3:training=1)");
   if (a.steps < 0) throw Error(fmt::format("train: --steps {} must be >= 0", a.steps));
@@ -142,7 +147,8 @@ void run(const TrainArgs& a) {
   std::unique_ptr<rl::Learner> learner;  // bad names and options before the graphs are built
   try {
     // Steps unknown (0): a run's options must not depend on --steps, or a longer resumed run would differ.
-    learner = rl::make_learner(policy, options, seed, cluster->num_devices(), 0);
+    learner = a.init.empty() ? rl::make_learner(policy, options, seed, cluster->num_devices(), 0)
+                             : rl::learner_from_init(a.init, policy, options, seed);
   } catch (const Error& e) {
     if (!saved_options) throw;
     throw Error(fmt::format("{}: options saved there: {}", saved_where, e.what()));
@@ -214,6 +220,9 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--checkpoint", args->checkpoint, "Directory for checkpoint.json and the log.jsonl curve");
   cmd->add_option("--checkpoint-every", args->checkpoint_every, "Steps between checkpoints (default 10; also at the end)");
   cmd->add_flag("--resume", args->resume, "Continue the run in --checkpoint DIR exactly where it stopped");
+  cmd->add_option("--init", args->init,
+                  "Start from this checkpoint's trained policy (file or folder of the same policy, e.g. "
+                  "policy/learned/pretrained/gdp.json); --options replace its saved ones");
   CLI::Option* seed = add_seed(cmd, args->seed, "Seed of every random choice of the policy (default 1; a resumed run keeps its own)");
   cmd->add_option("--options", args->options,
                   "Policy options as a JSON object, plus \"reward\": {\"objective\", \"oom_penalty\"}");

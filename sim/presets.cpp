@@ -53,6 +53,8 @@ void p100(Builder& b, const std::string& name) { b.device(name, "p100", 10.6 * T
 // Tesla V100 SXM2: 15.7 TFLOPS FP32, 900 GB/s, 16 GiB; PCIe: 14 TFLOPS (NVIDIA V100 datasheet).
 void v100_sxm(Builder& b, const std::string& name) { b.device(name, "v100", 15.7 * T, 900 * G, 16 * GiB, kGpuLaunch, kGpuEfficiency); }
 void v100_pcie(Builder& b, const std::string& name) { b.device(name, "v100", 14 * T, 900 * G, 16 * GiB, kGpuLaunch, kGpuEfficiency); }
+// V100 SXM3 32GB (DGX-2): 15.7 TFLOPS FP32, 900 GB/s HBM2 (NVIDIA DGX-2 datasheet); the same kind.
+void v100_32gb(Builder& b, const std::string& name) { b.device(name, "v100", 15.7 * T, 900 * G, 32 * GiB, kGpuLaunch, kGpuEfficiency); }
 // A100 SXM4 40GB: 19.5 TFLOPS FP32, 1555 GB/s HBM2 (NVIDIA A100 datasheet).
 void a100(Builder& b, const std::string& name) { b.device(name, "a100", 19.5 * T, 1555 * G, 40 * GiB, kGpuLaunch, kGpuEfficiency); }
 // A100 SXM4 80GB: the same GA100 at 19.5 TFLOPS FP32, 2039 GB/s HBM2e (NVIDIA A100 datasheet); the same kind.
@@ -95,6 +97,16 @@ void cube_mesh(Builder& b, int gpus, double link_bw, bool v100) {
 // NVSwitch: every GPU has all its NVLinks to the switch fabric, a full crossbar.
 void nvswitch(Builder& b, int gpus, double bw_per_direction) {
   for (int g = 0; g < gpus; ++g) b.link(gpu(g) + "-nvswitch", gpu(g), "nvswitch", bw_per_direction, kNvlinkLatency);
+}
+
+// One GPU per host, on PCIe to its host; hosts joined through one `net` switch, each by a link of `bw` per direction.
+void hosts_on_switch(Builder& b, int n, void (*gpu_of)(Builder&, const std::string&), const std::string& net, double bw,
+                     double latency) {
+  for (int h = 0; h < n; ++h) {
+    gpu_of(b, gpu(h));
+    b.link(gpu(h) + "-pcie", gpu(h), fmt::format("host{}", h), kPcie3x16, kPcieLatency);
+    if (n > 1) b.link(fmt::format("host{}-{}", h, net), fmt::format("host{}", h), net + "_switch", bw, latency);
+  }
 }
 
 using Make = std::function<void(Builder&, int)>;
@@ -173,23 +185,14 @@ const std::vector<Family>& families() {
          b.link("shared-dram", "cpu0", "igpu0", 38.4 * G, 20e-6);
        }},
       {{"eth", {1, 2, 4, 8}, "one V100 PCIe per host, hosts on 25 Gb Ethernet through one switch"},
-       [](Builder& b, int n) {
-         for (int h = 0; h < n; ++h) {
-           v100_pcie(b, gpu(h));
-           b.link(gpu(h) + "-pcie", gpu(h), fmt::format("host{}", h), kPcie3x16, kPcieLatency);
-           // 25 GbE = 3.125 GB/s per direction; ~10 us TCP latency per hop (typical).
-           if (n > 1) b.link(fmt::format("host{}-eth", h), fmt::format("host{}", h), "eth_switch", 3.125 * G, 10e-6);
-         }
-       }},
+       // 25 GbE = 3.125 GB/s per direction; ~10 us TCP latency per hop (typical).
+       [](Builder& b, int n) { hosts_on_switch(b, n, v100_pcie, "eth", 3.125 * G, 10e-6); }},
+      {{"k80-eth", {1, 2, 4, 8}, "one K80 die per host (AWS p2.xlarge), hosts on 10 Gb Ethernet through one switch"},
+       // 10 GbE = 1.25 GB/s per direction; the same ~10 us TCP latency per hop.
+       [](Builder& b, int n) { hosts_on_switch(b, n, k80, "eth", 1.25 * G, 10e-6); }},
       {{"ib", {1, 2, 4, 8}, "one V100 PCIe per host, hosts on InfiniBand EDR through one switch"},
-       [](Builder& b, int n) {
-         for (int h = 0; h < n; ++h) {
-           v100_pcie(b, gpu(h));
-           b.link(gpu(h) + "-pcie", gpu(h), fmt::format("host{}", h), kPcie3x16, kPcieLatency);
-           // EDR 4x: 100 Gb/s = 12.5 GB/s per direction; ~1 us RDMA latency per hop (Mellanox EDR specs).
-           if (n > 1) b.link(fmt::format("host{}-ib", h), fmt::format("host{}", h), "ib_switch", 12.5 * G, 1e-6);
-         }
-       }},
+       // EDR 4x: 100 Gb/s = 12.5 GB/s per direction; ~1 us RDMA latency per hop (Mellanox EDR specs).
+       [](Builder& b, int n) { hosts_on_switch(b, n, v100_pcie, "ib", 12.5 * G, 1e-6); }},
       {{"placeto", {1, 2, 4, 8}, "Placeto's published simulator: one outgoing FIFO bus per device, broadcast"},
        [](Builder& b, int n) {
          // Placeto (Addanki et al. 2019), its simulator's constants: transfers at 7600 bytes/us on one
@@ -233,6 +236,9 @@ constexpr NodeKind kNodeKinds[] = {
      "DGX H100 nodes: 8 H100 SXM5 80GB on NVSwitch (450 GB/s), a 400 Gb/s NDR NIC per GPU, rail leaves, spine"},
     {"a100", a100_80gb, 300 * G, 25 * G,
      "DGX A100 nodes: 8 A100 SXM4 80GB on NVSwitch (300 GB/s), a 200 Gb/s HDR NIC per GPU, rail leaves, spine"},
+    // DGX-2 datasheet: 12 NVSwitch chips, 300 GB/s GPU-to-GPU bidirectional; 100 Gb/s EDR = 12.5 GB/s per NIC.
+    {"v100", v100_32gb, 150 * G, 12.5 * G,
+     "DGX-2-style nodes: 8 V100 SXM3 32GB on NVSwitch (150 GB/s), a 100 Gb/s EDR NIC per GPU, rail leaves, spine"},
 };
 // Typical magnitudes, not datasheet values: a GPUDirect RDMA hop into the fabric (PCIe, the HCA, the cable,
 // the leaf switch) ~1 us; the spine level adds ~1 us over its four links (cables and switch hops up and down).

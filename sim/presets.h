@@ -47,7 +47,7 @@ struct MultiNodeSpec {
 inline constexpr int kMaxNodes = 32;
 /** Multi-node preset names, for lists and errors. */
 inline constexpr std::string_view kMultiNodeGrammar =
-    "KIND-nodes-NxG[-osR] (KIND h100|a100, N 1..32 nodes, G 1|2|4|8 GPUs per node, R 1..32 leaf uplink "
+    "KIND-nodes-NxG[-osR] (KIND h100|a100|v100, N 1..32 nodes, G 1|2|4|8 GPUs per node, R 1..32 leaf uplink "
     "oversubscription R:1, default 1: non-blocking; e.g. h100-nodes-4x8)";
 
 /** One multi-node family for `placelab cluster --list`. */

@@ -447,6 +447,17 @@ std::unique_ptr<Learner> learner_from_checkpoint(const nlohmann::json& doc, cons
   return learner;
 }
 
+std::unique_ptr<Learner> learner_from_init(const std::string& init, std::string_view policy,
+                                           const nlohmann::json& options, uint64_t seed) {
+  const nlohmann::json doc = read_checkpoint(init);
+  const std::string file = checkpoint_file(init);
+  if (doc["policy"] != policy) {
+    throw Error(fmt::format("{}: policy: is {} but this run trains {}; start from a {} checkpoint", file,
+                            doc["policy"].dump(), policy, policy));
+  }
+  return learner_from_checkpoint(doc, file, options, seed);
+}
+
 std::unique_ptr<Learner> load_learner(const std::string& path) {
   return learner_from_checkpoint(read_checkpoint(path), checkpoint_file(path));
 }

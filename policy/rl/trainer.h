@@ -210,5 +210,13 @@ std::unique_ptr<Learner> load_learner(const std::string& path);
 std::unique_ptr<Learner> learner_from_checkpoint(const nlohmann::json& doc, const std::string& origin,
                                                  const nlohmann::json& overrides = nlohmann::json::object(),
                                                  std::optional<uint64_t> seed = std::nullopt);
+/**
+ * The learner a new training run starts from: checkpoint `init` (file or directory, e.g. the exported
+ * pre-trained GDP policy), whose policy must be `policy`, with `options` over the saved ones and the random
+ * stream of `seed`. Training it on other tasks continues that policy's training (its optimiser moments too,
+ * where saved); the run's own steps count from 0.
+ */
+std::unique_ptr<Learner> learner_from_init(const std::string& init, std::string_view policy,
+                                           const nlohmann::json& options, uint64_t seed);
 
 }  // namespace placelab::rl

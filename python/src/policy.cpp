@@ -173,7 +173,7 @@ void init_policy(py::module_& m) {
   m.def("train", [](const TextArg& policy_arg, const py::list& tasks, const IntArg& steps_arg, double minutes,
                     const PathArg& checkpoint_arg, const IntArg& checkpoint_every_arg, bool resume,
                     const IntArg& seed_arg, const DictArg& options_arg, const DictArg& reward_arg,
-                    const CallableArg& on_step, const CallableArg& progress) {
+                    const CallableArg& on_step, const CallableArg& progress, const PathArg& init_arg) {
     const std::string policy = text_arg(policy_arg, "policy");
     const py::object &checkpoint = checkpoint_arg.obj, &options = dict_arg(options_arg, "options"),
                      &reward = dict_arg(reward_arg, "reward");
@@ -209,7 +209,10 @@ void init_policy(py::module_& m) {
     int32_t devices = 0;  // cluster-dependent defaults follow the largest cluster trained on
     for (const rl::Task& t : task_list) devices = std::max(devices, t.cluster->num_devices());
     // Steps unknown (0): a run's options must not depend on its length, or a longer resumed run would differ.
-    auto learner = rl::make_learner(policy, policy_options, run_seed, devices, 0);
+    // A resumed run's checkpoint holds its policy; `init` starts a new run from another one's.
+    const std::string init = init_arg.obj.is_none() || saved ? "" : path_arg(init_arg.obj, "init");
+    auto learner = init.empty() ? rl::make_learner(policy, policy_options, run_seed, devices, 0)
+                                : rl::learner_from_init(init, policy, policy_options, run_seed);
     const auto step_callback = gil_callback<bool, const rl::LogEntry&>(on_step.obj, "on_step callback");
     const auto progress_callback = gil_callback<void, std::string_view>(progress.obj, "progress callback");
     // Ctrl-C (a Jupyter interrupt) ends the run after the current step, as if on_step returned False
@@ -255,10 +258,12 @@ void init_policy(py::module_& m) {
   }, py::arg("policy"), py::arg("tasks"), py::arg("steps") = 100, py::arg("minutes") = 0.0,
         py::arg("checkpoint") = py::none(), py::arg("checkpoint_every") = 10, py::arg("resume") = false,
         py::arg("seed") = 0, py::arg("options") = py::none(), py::arg("reward") = py::none(),
-        py::arg("on_step") = py::none(), py::arg("progress") = py::none(),
+        py::arg("on_step") = py::none(), py::arg("progress") = py::none(), py::arg("init") = py::none(),
         "Trains learned policy `policy` (see learners()) on tasks, a list of (graph, cluster) or (name, graph, "
         "cluster) tuples, for `steps` steps (or `minutes`). With `checkpoint` (a folder) it writes log.jsonl and "
-        "checkpoint.json there; resume=True continues that run exactly (with its own seed). on_step(entry: dict) is called after every "
+        "checkpoint.json there; resume=True continues that run exactly (with its own seed). `init` (a checkpoint file "
+        "or folder of the same policy, e.g. an exported pre-trained one) starts a new run from its trained policy, "
+        "`options` over its saved ones. on_step(entry: dict) is called after every "
         "step (return False to stop), e.g. for a live plot; progress(str) now and then. Returns a dict with steps, "
         "seed, wall_s, and per task best_cost_s, best_step and best_placement (int32 arrays). Place with the result via "
         "place(simulator, policy, {'checkpoint': folder}).");

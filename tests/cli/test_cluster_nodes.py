@@ -7,7 +7,7 @@ import pytest
 
 from cli_runner import placelab
 
-GRAMMAR = "KIND-nodes-NxG[-osR] (KIND h100|a100, N 1..32 nodes, G 1|2|4|8 GPUs per node"
+GRAMMAR = "KIND-nodes-NxG[-osR] (KIND h100|a100|v100, N 1..32 nodes, G 1|2|4|8 GPUs per node"
 
 
 def doc(*args):
@@ -72,20 +72,20 @@ def test_the_table_groups_devices_by_node():
 def test_list_shows_the_grammar():
     text = placelab("cluster", "--list").stdout
     assert GRAMMAR in text
-    assert "h100-nodes-NxG[-osR]" in text and "a100-nodes-NxG[-osR]" in text
+    assert all(f"{kind}-nodes-NxG[-osR]" in text for kind in ("h100", "a100", "v100"))
     multi = {f["family"]: f for f in json.loads(placelab("cluster", "--list", "--json").stdout)["multi_node"]}
-    assert set(multi) == {"h100-nodes", "a100-nodes"}
+    assert set(multi) == {"h100-nodes", "a100-nodes", "v100-nodes"}
     assert multi["h100-nodes"]["nodes"] == [1, 32] and multi["h100-nodes"]["gpus_per_node"] == [1, 2, 4, 8]
 
 
 @pytest.mark.parametrize("args, message", [
     (["cluster", "--preset", "h100-nodes-0x8"], '"h100-nodes-0x8": 0 nodes, expected 1..32'),
     (["cluster", "--preset", "h100-nodes-2x3"], '"h100-nodes-2x3": 3 GPUs per node, expected 1, 2, 4 or 8'),
-    (["cluster", "--preset", "v100-nodes-2x8"], 'no node kind "v100"'),
+    (["cluster", "--preset", "p100-nodes-2x8"], 'no node kind "p100"'),
     (["cluster", "--preset", "h100-nodes-33x8"], "33 nodes, expected 1..32 (at most 256 GPUs)"),
     (["cluster", "--preset", "h100-nodes-2by8"], 'expected NxG[-osR] after "-nodes-"'),
     (["cluster", "--nodes", "0"], '"h100-nodes-0x8": 0 nodes'),
-    (["cluster", "--nodes", "2", "--kind", "v100"], 'no node kind "v100"'),
+    (["cluster", "--nodes", "2", "--kind", "p100"], 'no node kind "p100"'),
     (["cluster", "--nodes", "2", "--gpus", "16"], "16 GPUs per node"),
     (["simulate", "--graph", "gnmt:layers=1", "--cluster", "h100-nodes-2x3", "--random", "1"], "3 GPUs per node"),
 ])

@@ -173,3 +173,25 @@ def test_checkpoint_edge_cases(tmp_path):
     (run / "checkpoint.json").write_text(json.dumps(saved))
     bad = placelab("train", "--graphs", GRAPHS, "--cluster", CLUSTER, "--checkpoint", str(run), "--resume", check=False)
     assert bad.returncode == 1 and 'policy: "foo" is not a learned policy' in bad.stderr
+
+
+def test_init_starts_a_new_run_from_a_checkpoints_policy(tmp_path):
+    first, zero, more = tmp_path / "first", tmp_path / "zero", tmp_path / "more"
+    train("--steps", "2", "--checkpoint", str(first))
+    saved = json.loads((first / "checkpoint.json").read_text())
+    # The policy and options come from the checkpoint; its graphs need not be the new run's.
+    other = ("train", "--graphs", "random_dag:ops=10,width=2,seed=9", "--cluster", CLUSTER, "--init", str(first))
+    placelab(*other, "--steps", "0", "--checkpoint", str(zero))
+    started = json.loads((zero / "checkpoint.json").read_text())
+    assert started["policy"] == "hdp" and started["step"] == 0 and started["options"] == saved["options"]
+    assert started["learner"]["params"] == saved["learner"]["params"]
+    doc = json.loads(placelab(*other, "--steps", "2", "--checkpoint", str(more), "--json").stdout)
+    assert doc["steps"] == 2
+    assert json.loads((more / "checkpoint.json").read_text())["learner"]["params"] != saved["learner"]["params"]
+
+    both = placelab(*other, "--steps", "2", "--checkpoint", str(more), "--resume", check=False)
+    assert both.returncode != 0 and "give one of them" in both.stderr
+    wrong = placelab(*other, "--policy", "gdp", "--steps", "1", check=False)
+    assert wrong.returncode != 0 and "policy: is \"hdp\" but this run trains gdp" in wrong.stderr
+    missing = placelab("train", "--graphs", "random_dag:ops=10", "--init", str(tmp_path / "none"), check=False)
+    assert missing.returncode != 0 and "no checkpoint there" in missing.stderr

@@ -702,3 +702,32 @@ TEST_CASE("rl::learner_from_checkpoint: a seed restarts the random stream, none 
   // Only the stream changes: the trained parameters are the checkpoint's.
   CHECK(rl::learner_from_checkpoint(doc, "c", nlohmann::json::object(), 1)->state()["params"] == doc["learner"]["params"]);
 }
+
+TEST_CASE("rl::learner_from_init: a new run starts from a checkpoint's policy, on other tasks", "[rl]") {
+  TempDir dir("init");
+  const auto saved = rl::make_learner("hdp", {{"rollouts", 2}}, 5);
+  rl::save_checkpoint(dir.str(), *saved, 7, {{"seed", 5}});
+  const nlohmann::json doc = rl::read_checkpoint(dir.str());
+  // The saved parameters, options given over the saved ones, the run's own random stream.
+  const auto started = rl::learner_from_init(dir.str(), "hdp", {{"rollouts", 3}}, 1);
+  CHECK(started->state()["params"] == doc["learner"]["params"]);
+  CHECK(started->state()["rng"] != doc["learner"]["rng"]);
+  CHECK(started->state()["rng"] == rl::learner_from_init(dir.str(), "hdp", nlohmann::json::object(), 1)->state()["rng"]);
+  // Trained on tasks the checkpoint never saw, from step 0, the run's steps and checkpoint are its own.
+  TempDir run("init_run");
+  rl::TrainOptions options;
+  options.steps = 2;
+  options.checkpoint_dir = run.str();
+  const rl::TrainSummary summary = rl::train(*started, {dag_task(20, "v100-pcie-2")}, options);
+  CHECK(summary.steps == 2);
+  CHECK(rl::read_checkpoint(run.str())["step"] == 2);
+  CHECK(rl::read_checkpoint(run.str())["learner"]["params"] != doc["learner"]["params"]);
+  // Another policy's checkpoint, a missing one, or an option that changes the architecture: errors naming the file.
+  CHECK_THAT(error_of([&] { rl::learner_from_init(dir.str(), "gdp", nlohmann::json::object(), 1); }),
+             Catch::Contains("checkpoint.json: policy: is \"hdp\" but this run trains gdp"));
+  TempDir empty("init_empty");
+  CHECK_THAT(error_of([&] { rl::learner_from_init(empty.str(), "hdp", nlohmann::json::object(), 1); }),
+             Catch::Contains("no checkpoint there"));
+  CHECK_THAT(error_of([&] { rl::learner_from_init(dir.str(), "hdp", {{"hidden", 7}}, 1); }),
+             Catch::Contains("checkpoint.json"));
+}

@@ -15,7 +15,7 @@ GiB = 2 ** 30
 TABLE = {
     "k80": [1, 2, 4, 8], "p100": [1, 2, 4, 8], "v100-nvlink": [1, 2, 4, 8], "v100-pcie": [1, 2, 4, 8],
     "a100": [1, 2, 4, 8], "h100": [1, 2, 4, 8], "cpu": [1, 2], "cpu-gpu": [1, 2, 4, 8],
-    "eth": [1, 2, 4, 8], "ib": [1, 2, 4, 8], "placeto": [1, 2, 4, 8], "desktop-igpu": [1],
+    "eth": [1, 2, 4, 8], "k80-eth": [1, 2, 4, 8], "ib": [1, 2, 4, 8], "placeto": [1, 2, 4, 8], "desktop-igpu": [1],
 }
 ALL = [f"{f}-{n}" for f, ns in TABLE.items() for n in ns]
 
@@ -320,15 +320,17 @@ def test_cpu_gpu(n):
         assert back[1] == sw_of[gname] and root in back
 
 
-@pytest.mark.parametrize("fam,bw,lat", [("eth", 3.125e9, 10e-6), ("ib", 12.5e9, 1e-6)])
+@pytest.mark.parametrize("fam,bw,lat,flops", [("eth", 3.125e9, 10e-6, 14e12), ("k80-eth", 1.25e9, 10e-6, 4.37e12),
+                                              ("ib", 12.5e9, 1e-6, 14e12)])
 @pytest.mark.parametrize("n", [1, 2, 4, 8])
-def test_network_through_one_switch(fam, bw, lat, n):
+def test_network_through_one_switch(fam, bw, lat, flops, n):
     # eth: "N hosts with one V100 PCIe each | 25 Gb Ethernet (3.125 GB/s, 10 us per hop) through one
-    # switch"; ib: "InfiniBand EDR (12.5 GB/s, 1 us per hop) through one switch".
+    # switch"; k80-eth: "one K80 die each | 10 Gb Ethernet (1.25 GB/s, 10 us per hop)"; ib: "InfiniBand EDR
+    # (12.5 GB/s, 1 us per hop) through one switch".
     v = View(f"{fam}-{n}")
     assert len(v.gpus()) == n
     for g in v.gpus():
-        assert g["peak_flops_per_s"] == approx(14e12)
+        assert g["peak_flops_per_s"] == approx(flops)
     switch = None
     for s, t in itertools.permutations(range(n), 2):
         links, nodes = v.path(s, t)
@@ -415,11 +417,12 @@ def test_desktop_igpu():
 # ------------------------------------------------------------------- multi-node ("Multi-node presets")
 
 # kind -> (peak FLOP/s, memory B/s, NVLink B/s per GPU and direction, NIC B/s per direction), as the table has them.
-MULTI = {"h100": (67e12, 3.35e12, 450e9, 50e9), "a100": (19.5e12, 2039e9, 300e9, 25e9)}
+MULTI = {"h100": (67e12, 3.35e12, 450e9, 50e9, 80), "a100": (19.5e12, 2039e9, 300e9, 25e9, 80),
+         "v100": (15.7e12, 900e9, 150e9, 12.5e9, 32)}
 
 
 @pytest.mark.parametrize("name", ["h100-nodes-2x8", "a100-nodes-3x8", "h100-nodes-4x4-os2", "a100-nodes-5x2-os4",
-                                  "h100-nodes-3x1", "h100-nodes-1x4"])
+                                  "h100-nodes-3x1", "h100-nodes-1x4", "v100-nodes-2x4"])
 def test_multinode_presets(name):
     # "GPUs are n<a>.gpu<i> (node a, GPU i), in node order"; the table's numbers; "within a node 2 hops over
     # the NVSwitch; between nodes on one rail 4 (NIC, crossbar, crossbar, NIC); across rails 6 (NIC, port to
@@ -428,12 +431,12 @@ def test_multinode_presets(name):
     kind, _, shape, *over = name.split("-")
     nodes, gpus = (int(x) for x in shape.split("x"))
     r = int(over[0][2:]) if over else 1
-    flops, bw, nvlink, nic = MULTI[kind]
+    flops, bw, nvlink, nic, memory = MULTI[kind]
     v = View(name)
     assert v.names == [f"n{a}.gpu{i}" for a in range(nodes) for i in range(gpus)]
     for x in v.d["devices"]:
         assert x["kind"] == kind and x["peak_flops_per_s"] == approx(flops)
-        assert x["memory_bandwidth_bytes_per_s"] == approx(bw) and x["memory_bytes"] in (80 * 10 ** 9, 80 * GiB)
+        assert x["memory_bandwidth_bytes_per_s"] == approx(bw) and x["memory_bytes"] in (memory * 10 ** 9, memory * GiB)
         assert x["launch_overhead_s"] == approx(5e-6) and x["efficiency"] == approx(0.7)
     for l in v.d["links"]:
         assert l["duplex"] == "full"

@@ -74,3 +74,20 @@ def test_pretraining_resumes_exactly(tmp_path):
     assert a["step"] == 4 and a == b
     assert "optimizer" not in a["learner"] and "best" not in a["learner"]
     assert a["options"]["warm_steps"] == 0  # fine-tuning starts with RL
+
+
+def test_pretraining_goes_on_from_an_exported_policy(tmp_path):
+    first, more = tmp_path / "first", tmp_path / "more"
+    assert pretrain_gdp.main(["--quick", "--steps", "2", "--checkpoint", str(first)]) == 0
+    assert pretrain_gdp.main(["--quick", "--steps", "2", "--checkpoint", str(more), "--init",
+                              str(first / "gdp.json")]) == 0
+    a, b = (json.loads((d / "gdp.json").read_text()) for d in (first, more))
+    assert b["step"] == 2  # the new run's own steps
+    assert b["trainer"]["continued_from"]["made_by"] == a["trainer"]["made_by"]
+    assert b["trainer"]["continued_from"]["simulations"] == a["trainer"]["simulations"]
+    assert b["learner"]["params"] != a["learner"]["params"]
+    # Resumed, it goes on from its own checkpoint (the policy it started from is recorded once).
+    assert pretrain_gdp.main(["--quick", "--steps", "3", "--checkpoint", str(more), "--init",
+                              str(first / "gdp.json")]) == 0
+    c = json.loads((more / "gdp.json").read_text())
+    assert c["step"] == 3 and c["trainer"]["continued_from"] == b["trainer"]["continued_from"]

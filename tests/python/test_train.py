@@ -119,3 +119,17 @@ def test_tasks_are_told_apart_by_name(task, tmp_path):
     with pytest.raises(ValueError, match=r'tasks 0 and 1 are both named "x"; give each task its own name'):
         placelab.train(POLICY, [("x", *task), ("x", other, task[1])], steps=1)
 
+
+def test_init_starts_a_new_run_from_a_checkpoints_policy(task, tmp_path):
+    placelab.train(POLICY, [task], checkpoint=str(tmp_path / "first"), **small(2))
+    other = (placelab.make_model("random_dag", {"ops": 18, "seed": 8}), placelab.make_preset("v100-pcie-2"))
+    # Zero steps from the checkpoint place as the checkpoint does: the same trained policy.
+    placelab.train(POLICY, [other], checkpoint=str(tmp_path / "zero"), init=str(tmp_path / "first"), steps=0, seed=3)
+    sim = placelab.Simulator(*other)
+    placed = [placelab.place(sim, POLICY, {"checkpoint": str(tmp_path / d), "steps": 0})[0]
+              for d in ("first", "zero")]
+    assert np.array_equal(*placed)
+    summary = placelab.train(POLICY, [other], init=str(tmp_path / "first"), **small(2))
+    assert summary["steps"] == 2
+    with pytest.raises(ValueError, match="policy: is \"gdp\" but this run trains hdp"):
+        placelab.train("hdp", [other], init=str(tmp_path / "first"), steps=1)

@@ -212,12 +212,12 @@ TEST_CASE("sim::multinode: transfers that share a NIC or an uplink queue, on dis
 
 TEST_CASE("sim::multinode: bad names and specs get one line naming the field and the valid forms", "[sim][multinode]") {
   auto error = [](const std::string& name) { return placelab::testing::error_of([&] { make_preset(name); }); };
-  const std::string grammar = "multi-node presets are KIND-nodes-NxG[-osR] (KIND h100|a100, N 1..32 nodes, G 1|2|4|8";
+  const std::string grammar = "multi-node presets are KIND-nodes-NxG[-osR] (KIND h100|a100|v100, N 1..32 nodes, G 1|2|4|8";
   CHECK_THAT(error("h100-nodes-0x8"), Catch::StartsWith("multi-node cluster \"h100-nodes-0x8\": 0 nodes, expected 1..32") &&
                                           Catch::Contains(grammar));
   CHECK_THAT(error("h100-nodes-2x3"), Catch::Contains("\"h100-nodes-2x3\": 3 GPUs per node, expected 1, 2, 4 or 8") &&
                                           Catch::Contains(grammar));
-  CHECK_THAT(error("v100-nodes-2x8"), Catch::Contains("\"v100-nodes-2x8\": no node kind \"v100\"") && Catch::Contains(grammar));
+  CHECK_THAT(error("p100-nodes-2x8"), Catch::Contains("\"p100-nodes-2x8\": no node kind \"p100\"") && Catch::Contains(grammar));
   CHECK_THAT(error("h100-nodes-33x8"), Catch::Contains("33 nodes, expected 1..32 (at most 256 GPUs)"));
   CHECK_THAT(error("h100-nodes-2x8-os0"), Catch::Contains("oversubscription 0, expected 1..32"));
   for (const char* malformed : {"h100-nodes-2by8", "h100-nodes-x8", "h100-nodes--2x8", "h100-nodes-2x8-os", "h100-nodes-2x8x",
