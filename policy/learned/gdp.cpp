@@ -65,6 +65,21 @@ Tensor pairs_to_matrix(const Tensor& scores, Index units, Index devices) {
 // Options
 // ------------------------------------------------------------------------------------------------
 
+namespace {
+
+// A comma-separated list of placer names (checked by the caller).
+std::string string_list_option(const nlohmann::json& options, const char* key, const std::string& fallback) {
+  const auto it = options.find(key);
+  if (it == options.end()) return fallback;
+  if (!it->is_string()) {
+    throw Error(fmt::format("placer gdp options: \"{}\" is {}, expected a string of comma-separated placer names "
+                            "such as \"heft,metis\"", key, it->dump()));
+  }
+  return it->get<std::string>();
+}
+
+}  // namespace
+
 GdpOptions gdp_options_from_json(const nlohmann::json& options) {
   if (!options.is_object()) {
     throw Error(fmt::format("placer gdp options: expected a JSON object, got {}", options.dump()));
@@ -73,7 +88,7 @@ GdpOptions gdp_options_from_json(const nlohmann::json& options) {
                         {"hidden", "sage_layers", "aggregator", "segment", "attention_layers", "heads", "ff",
                          "head_hidden", "superposition", "decoder", "rollouts", "ppo_epochs", "clip", "entropy",
                          "value_coef", "lr", "rl_lr", "max_grad_norm", "self_imitation", "place_samples",
-                         "place_temperature",
+                         "place_temperature", "place_starts",
                          "window_share", "decisions_per_step", "warm_start", "warm_steps", "distill_from"});
   GdpOptions o;
   o.hidden = positive_option(options, "hidden", o.hidden, policy::kMaxWidthOption);
@@ -98,19 +113,15 @@ GdpOptions gdp_options_from_json(const nlohmann::json& options) {
   o.place_samples = policy::option_int(kName, options, "place_samples", o.place_samples);
   o.place_temperature = policy::option_number(kName, options, "place_temperature", o.place_temperature);
   if (o.place_temperature <= 0) throw Error("placer gdp options: \"place_temperature\" must be above 0");
+  o.place_starts = string_list_option(options, "place_starts", o.place_starts);
+  classical_placers("gdp", "place_starts", o.place_starts);
   o.decisions_per_step = policy::option_int(kName, options, "decisions_per_step", o.decisions_per_step);
   o.window_share = policy::option_number(kName, options, "window_share", o.window_share);
   if (o.window_share > 1) throw Error("placer gdp options: \"window_share\" is above 1, expected a share in [0, 1]");
   o.warm_steps = policy::option_int(kName, options, "warm_steps", o.warm_steps);
   if (o.warm_steps < 0) throw Error("placer gdp options: \"warm_steps\" is negative, expected 0 or more");
   o.distill_from = policy::option_int(kName, options, "distill_from", o.distill_from);
-  if (auto it = options.find("warm_start"); it != options.end()) {
-    if (!it->is_string()) {
-      throw Error(fmt::format("placer gdp options: \"warm_start\" is {}, expected a string of comma-separated "
-                              "placer names such as \"heft,metis\"", it->dump()));
-    }
-    o.warm_start = it->get<std::string>();
-  }
+  o.warm_start = string_list_option(options, "warm_start", o.warm_start);
   const std::vector<std::string> warm_placers = classical_placers("gdp", "warm_start", o.warm_start);
   if (o.warm_steps > 0 && warm_placers.empty())
     throw Error("placer gdp options: \"warm_steps\" > 0 needs at least one placer in \"warm_start\"");
@@ -143,6 +154,7 @@ nlohmann::json to_json(const GdpOptions& o) {
           {"self_imitation", o.self_imitation},
           {"place_samples", o.place_samples},
           {"place_temperature", o.place_temperature},
+          {"place_starts", o.place_starts},
           {"decisions_per_step", o.decisions_per_step},
           {"window_share", o.window_share},
           {"warm_start", o.warm_start},

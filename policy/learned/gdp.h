@@ -64,6 +64,9 @@ struct GdpOptions {
   double self_imitation = 0.5;
   int64_t place_samples = 16;     // place(): the greedy decode and this many samples, keeping the best
   double place_temperature = 1;   // place()'s samples draw from softmax(logits / this)
+  // place(): these classical placers' placements (comma-separated) are candidates too, so that placing never
+  // returns worse than they do; "" (default): the policy's decodes alone.
+  std::string place_starts;
   // Schedule decoder: this share of a step's rollouts re-place a random window of units (contiguous in
   // topological order, of log-uniform length up to a quarter of them) of the best placement so far and
   // follow it elsewhere (a large-neighbourhood search with the policy as repair); the rest sample anew.

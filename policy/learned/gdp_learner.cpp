@@ -173,7 +173,8 @@ int64_t GdpLearner::max_step_simulations(const rl::Task& task, int64_t step) {
 }
 
 int64_t GdpLearner::max_place_simulations(const rl::Task& /*task*/) {
-  return options_.decoder == "schedule" ? 1 + std::max<int64_t>(options_.place_samples, 0) : 0;
+  const auto starts = static_cast<int64_t>(policy::split_placer_names(options_.place_starts).size());
+  return options_.decoder == "schedule" ? 1 + std::max<int64_t>(options_.place_samples, 0) + starts : 0;
 }
 
 rl::StepStats GdpLearner::train_step(const rl::Task& task, int64_t step) {
@@ -381,6 +382,8 @@ std::vector<int32_t> GdpLearner::place(const rl::Task& task) {
       candidates.push_back(problem.expand(d.unit_device));
     rng_ = saved;
   }
+  for (const std::string& name : policy::split_placer_names(options_.place_starts))
+    candidates.push_back(policy::make_placer(name)->place(policy::PlaceRequest{*task.simulator}).device_of);
   return std::move(candidates[best_index(rl::evaluate(task, candidates))]);
 }
 

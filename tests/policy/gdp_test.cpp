@@ -84,6 +84,24 @@ TEST_CASE("learned::GdpLearner: the warm start imitates the cheapest heuristic, 
   CHECK(ppo.cost_mean_s < 0.5 * (cheapest_s + random_s));
 }
 
+TEST_CASE("learned::GdpLearner: place_starts adds classical placements to the candidates of placing", "[policy][gdp]") {
+  const rl::Task task = task_of(tiny_dag(7, 40), "v100-pcie-4");
+  nlohmann::json options = small_options();
+  options["place_samples"] = 0;  // the untrained policy's greedy decode alone
+  const double alone_s = step_time_s(task, learned::make_gdp_learner(options, 3)->place(task));
+  const double heft_s = step_time_s(task, policy::make_placer("heft")->place(policy::PlaceRequest{*task.simulator}).device_of);
+  const double single_s =
+      step_time_s(task, policy::make_placer("single_device")->place(policy::PlaceRequest{*task.simulator}).device_of);
+  REQUIRE(std::min(heft_s, single_s) < alone_s);  // what the option is for: the untrained decode is worse
+  options["place_starts"] = "heft,single_device";
+  auto learner = learned::make_gdp_learner(options, 3);
+  CHECK(step_time_s(task, learner->place(task)) == Approx(std::min({alone_s, heft_s, single_s})));
+  CHECK(learner->max_place_simulations(task) == 3);  // the decode and the two starts
+  CHECK_THROWS_WITH(learned::gdp_options_from_json({{"place_starts", "heft,nosuch"}}),
+                    Catch::Contains("\"place_starts\": unknown placer \"nosuch\""));
+  CHECK_THROWS_WITH(learned::gdp_options_from_json({{"place_starts", "gdp"}}), Catch::Contains("learned placer"));
+}
+
 TEST_CASE("learned::GdpNetwork: shapes, masked probabilities, pinned units never sampled off their kind",
           "[policy][gdp]") {
   // 1 CPU + 2 GPUs; every 5th forward op pinned to the CPU, and training expansion adds colocation.

@@ -110,6 +110,10 @@ def test_resume_runs_only_the_cells_a_row_lacks():
     row = wall_time.measure(config, [0.05], [10], 1)
     assert row["bound_s"] > 0 and len(row["runs"]) == 1
     assert wall_time.measure(config, [0.05], [10], 1, have=row) is row  # nothing to run: the same row
+    # Zero-shot with starts has the policy's decodes and HEFT's placement among its candidates, and its own annealing.
+    step = {k: v["step_time_s"] for k, v in row["results"].items() if "error" not in v}  # 0.05 s may be too short
+    assert step["GDP zero-shot with starts"] <= min(step["GDP zero-shot"], step["HEFT"]) * (1 + 1e-12)
+    assert "annealing at the seconds of zero-shot with starts" in step
     lacking = dict(row, results={k: v for k, v in row["results"].items() if k != "annealing @ 0.05 seconds"})
     again = wall_time.measure(config, [0.05], [10], 1, have=lacking)
     assert set(again["results"]) == set(row["results"])
