@@ -170,8 +170,7 @@ def main(argv=None) -> int:
             options.update(warm_steps=1, distill_from=3, hidden=8, heads=1, ff=16, head_hidden=8)  # all stages
         resume = os.path.exists(os.path.join(args.checkpoint, "checkpoint.json"))
         if args.init and not resume:
-            with open(os.path.join(args.init, "checkpoint.json") if os.path.isdir(args.init) else args.init) as f:
-                started_from = json.load(f)["trainer"]
+            started_from = placelab.read_checkpoint(args.init)["trainer"]
             os.makedirs(args.checkpoint, exist_ok=True)
             with open(os.path.join(args.checkpoint, "init.json"), "w") as f:
                 json.dump(dict(started_from, path=os.path.relpath(os.path.abspath(args.init), paperlib.ROOT)), f)

@@ -209,8 +209,11 @@ void init_policy(py::module_& m) {
     int32_t devices = 0;  // cluster-dependent defaults follow the largest cluster trained on
     for (const rl::Task& t : task_list) devices = std::max(devices, t.cluster->num_devices());
     // Steps unknown (0): a run's options must not depend on its length, or a longer resumed run would differ.
-    // A resumed run's checkpoint holds its policy; `init` starts a new run from another one's.
-    const std::string init = init_arg.obj.is_none() || saved ? "" : path_arg(init_arg.obj, "init");
+    // `init` starts a new run from another run's policy; a resumed run goes on from its own checkpoint.
+    if (resume && !init_arg.obj.is_none())
+      throw Error("train: init starts a new run from a checkpoint's policy and resume continues the run in "
+                  "checkpoint; give one of them");
+    const std::string init = init_arg.obj.is_none() ? "" : path_arg(init_arg.obj, "init");
     auto learner = init.empty() ? rl::make_learner(policy, policy_options, run_seed, devices, 0)
                                 : rl::learner_from_init(init, policy, policy_options, run_seed);
     const auto step_callback = gil_callback<bool, const rl::LogEntry&>(on_step.obj, "on_step callback");

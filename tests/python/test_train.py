@@ -131,5 +131,7 @@ def test_init_starts_a_new_run_from_a_checkpoints_policy(task, tmp_path):
     assert np.array_equal(*placed)
     summary = placelab.train(POLICY, [other], init=str(tmp_path / "first"), **small(2))
     assert summary["steps"] == 2
+    with pytest.raises(ValueError, match="give one of them"):
+        placelab.train(POLICY, [other], checkpoint=str(tmp_path / "zero"), resume=True, init=str(tmp_path / "first"))
     with pytest.raises(ValueError, match="policy: is \"gdp\" but this run trains hdp"):
         placelab.train("hdp", [other], init=str(tmp_path / "first"), steps=1)
