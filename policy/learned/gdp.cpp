@@ -87,7 +87,7 @@ GdpOptions gdp_options_from_json(const nlohmann::json& options) {
   policy::check_options(kName, options,
                         {"hidden", "sage_layers", "aggregator", "segment", "attention_layers", "heads", "ff",
                          "head_hidden", "superposition", "decoder", "rollouts", "ppo_epochs", "clip", "entropy",
-                         "value_coef", "lr", "rl_lr", "max_grad_norm", "self_imitation", "place_samples",
+                         "entropy_target", "value_coef", "lr", "rl_lr", "max_grad_norm", "self_imitation", "place_samples",
                          "place_temperature", "place_starts",
                          "window_share", "decisions_per_step", "warm_start", "warm_steps", "distill_from"});
   GdpOptions o;
@@ -105,6 +105,10 @@ GdpOptions gdp_options_from_json(const nlohmann::json& options) {
   o.ppo_epochs = positive_option(options, "ppo_epochs", o.ppo_epochs);
   o.clip = policy::option_number(kName, options, "clip", o.clip);
   o.entropy = policy::option_number(kName, options, "entropy", o.entropy);
+  o.entropy_target = policy::option_number(kName, options, "entropy_target", o.entropy_target);
+  if (o.entropy_target < 0) throw Error("placer gdp options: \"entropy_target\" is negative, expected 0 (off) or more");
+  if (o.entropy_target > 0 && !(o.entropy > 0))
+    throw Error("placer gdp options: \"entropy_target\" steers the \"entropy\" coefficient, which must then be above 0");
   o.value_coef = policy::option_number(kName, options, "value_coef", o.value_coef);
   o.lr = policy::option_number(kName, options, "lr", o.lr);
   o.rl_lr = policy::option_number(kName, options, "rl_lr", o.rl_lr);
@@ -147,6 +151,7 @@ nlohmann::json to_json(const GdpOptions& o) {
           {"ppo_epochs", o.ppo_epochs},
           {"clip", o.clip},
           {"entropy", o.entropy},
+          {"entropy_target", o.entropy_target},
           {"value_coef", o.value_coef},
           {"lr", o.lr},
           {"rl_lr", o.rl_lr},

@@ -54,7 +54,11 @@ struct GdpOptions {
   int64_t rollouts = 12;          // placements sampled per step
   int64_t ppo_epochs = 3;         // gradient steps per batch of rollouts
   double clip = 0.2;
-  double entropy = 0.01;          // entropy bonus coefficient
+  double entropy = 0.01;          // entropy bonus coefficient (the starting one when entropy_target is set)
+  // Nats per decision the rollouts' mean entropy is steered to (0: off, the coefficient stays `entropy`): after
+  // each PPO step the coefficient moves by at most 5% towards it, so the policy keeps exploring without the
+  // runaway of a fixed large bonus. Self-imitation otherwise drives a trained policy nearly deterministic.
+  double entropy_target = 0;
   double value_coef = 0.5;        // weight of the value head's squared error
   double lr = 1e-2;               // Adam (1e-3 barely moves the policy in a few hundred steps)
   double rl_lr = 0;               // Adam's rate after the warm start (0: lr): DOPPLER imitates fast, then learns slowly
@@ -152,7 +156,10 @@ class GdpLearner : public rl::Learner {
   int64_t max_place_simulations(const rl::Task& task) override;
   /** The softmax of the greedy schedule-aware decode's logits at each unit's decision (none single-shot). */
   std::vector<std::vector<float>> device_preferences(const rl::Task& task) override;
-  /** {"params": [...], "optimizer": ..., "rng": ...}; "optimizer" may be absent on load (fresh moments). */
+  /**
+   * {"params": [...], "optimizer": ..., "rng": ..., "best": ..., "entropy_coef": ...}; "optimizer" may be absent
+   * on load (fresh moments), "entropy_coef" (saved when steered) too (the option's `entropy`).
+   */
   nlohmann::json state() const override;
   void load_state(const nlohmann::json& state) override;
 
@@ -204,6 +211,8 @@ class GdpLearner : public rl::Learner {
                                         const std::vector<std::vector<int32_t>>& follow = {}, double temperature = 1);
   /** Per rollout, a copy of the best units with a random window of them freed (-1), or none (a full sample). */
   std::vector<std::vector<int32_t>> windows(const std::vector<int32_t>& best, size_t count);
+  /** Moves entropy_coef_ towards the coefficient that holds the rollouts' entropy at options_.entropy_target. */
+  void steer_entropy(double entropy);
   /** Keeps the best of unit placements `units` (by reward) as the task's self-imitation target when it beats the last. */
   void offer_best(const rl::Task& task, const std::vector<std::vector<int32_t>>& units, const rl::Evaluation& evaluation);
 
@@ -211,6 +220,7 @@ class GdpLearner : public rl::Learner {
   std::mt19937_64 rng_;
   GdpNetwork network_;
   nn::Adam adam_;
+  double entropy_coef_;  // the entropy bonus's weight now: options_.entropy, steered when entropy_target > 0
   // Keyed by the task's problem, not its name (two tasks may share a name), and holding it so that its
   // address is never reused.
   std::map<std::shared_ptr<const Problem>, TaskCache> cache_;

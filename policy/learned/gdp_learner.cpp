@@ -63,7 +63,16 @@ GdpLearner::GdpLearner(const GdpOptions& options, uint64_t seed)
     : options_(options),
       rng_(seed),
       network_(options_, rng_),
-      adam_(nn::tensors_of(network_.params()), adam_options(options_)) {}
+      adam_(nn::tensors_of(network_.params()), adam_options(options_)),
+      entropy_coef_(options_.entropy) {}
+
+void GdpLearner::steer_entropy(double entropy) {
+  if (!(options_.entropy_target > 0) || !std::isfinite(entropy)) return;
+  // Multiplicative, by the relative error, at most 5% a step: slow against PPO's own drift, so the two do not
+  // oscillate; bounded, so a policy far from the target cannot make the bonus dominate the loss at once.
+  const double step = std::clamp(0.05 * (options_.entropy_target - entropy) / options_.entropy_target, -0.05, 0.05);
+  entropy_coef_ = std::clamp(entropy_coef_ * std::exp(step), 1e-5, 1.0);
+}
 
 GdpLearner::TaskCache& GdpLearner::cache(const rl::Task& task) {
   TaskCache& entry = cache_[task.problem];
@@ -226,7 +235,7 @@ rl::StepStats GdpLearner::single_shot_step(const rl::Task& task) {
     const Tensor entropy = rl::entropy(out.log_probs);
     const Tensor value_error = ad::square(ad::add_scalar(out.value, static_cast<float>(-mean_reward)));
     const Tensor loss = ad::add(ad::sub(rl::ppo_loss(logp_new, logp_old, advantage, options_.clip),
-                                        ad::mul_scalar(entropy, static_cast<float>(options_.entropy))),
+                                        ad::mul_scalar(entropy, static_cast<float>(entropy_coef_))),
                                 ad::mul_scalar(value_error, static_cast<float>(options_.value_coef)));
     if (epoch == 0) {
       stats.loss = loss.item();
@@ -234,6 +243,7 @@ rl::StepStats GdpLearner::single_shot_step(const rl::Task& task) {
     }
     update(loss);
   }
+  steer_entropy(stats.entropy);
 
   rl::record_rollouts(evaluation, placements, stats);
   return stats;
@@ -339,7 +349,7 @@ rl::StepStats GdpLearner::schedule_step(const rl::Task& task) {
       const Tensor entropy = rl::entropy(log_probs);
       loss = ad::add(loss, ad::sub(rl::ppo_loss(ad::select_per_row(log_probs, joined.choice), joined.logp, advantage,
                                                 options_.clip),
-                                   ad::mul_scalar(entropy, static_cast<float>(options_.entropy))));
+                                   ad::mul_scalar(entropy, static_cast<float>(entropy_coef_))));
       if (epoch == 0) stats.entropy = entropy.item();
     }
     if (imitated.rows() > 0) {
@@ -350,6 +360,7 @@ rl::StepStats GdpLearner::schedule_step(const rl::Task& task) {
     if (epoch == 0) stats.loss = loss.item();
     update(loss);
   }
+  if (joined.rows() > 0) steer_entropy(stats.entropy);
 
   rl::record_rollouts(evaluation, placements, stats);
   return stats;
@@ -415,13 +426,16 @@ nlohmann::json GdpLearner::state() const {
     for (const auto& [name, b] : best_) best[name] = {{"reward", b.reward}, {"units", b.units}};
     out["best"] = std::move(best);
   }
+  if (options_.entropy_target > 0) out["entropy_coef"] = entropy_coef_;
   return out;
 }
 
 void GdpLearner::load_state(const nlohmann::json& state) {
   const io::JsonNode root(state, "gdp learner state");
   root.expect_object();
-  root.check_fields({"params", "optimizer", "rng", "best"});
+  root.check_fields({"params", "optimizer", "rng", "best", "entropy_coef"});
+  const double entropy_coef = root.has("entropy_coef") ? root.at("entropy_coef").as_number() : options_.entropy;
+  if (!(entropy_coef > 0) && options_.entropy_target > 0) root.at("entropy_coef").fail("must be above 0");
   const std::string rng_text = root.at("rng").as_string();
   std::mt19937_64 rng;
   rl::load_rng_state(rng, rng_text, "gdp learner state: rng");  // validates before anything changes
@@ -450,6 +464,7 @@ void GdpLearner::load_state(const nlohmann::json& state) {
   adam_ = std::move(adam);
   rng_ = rng;
   best_ = std::move(best);
+  entropy_coef_ = entropy_coef;
 }
 
 std::unique_ptr<rl::Learner> make_gdp_learner(const nlohmann::json& options, uint64_t seed) {

@@ -1,6 +1,7 @@
 // GDP (policy/learned/gdp.h) on tiny random DAGs: forward shapes and masks, valid placements that keep
 // colocation classes and pins, determinism, learning beats random placement, exact resume, one
 // parameter set on 2 and 4 devices, and the embedded pre-trained checkpoint.
+#include <cmath>
 #include <limits>
 #include <map>
 #include <memory>
@@ -263,6 +264,44 @@ TEST_CASE("learned::GdpLearner: state round trip resumes exactly", "[policy][gdp
   nlohmann::json broken = saved;
   broken["params"]["params"][0]["data"][0] = "x";
   CHECK_THROWS_AS(resumed->load_state(broken), Error);
+}
+
+TEST_CASE("learned::GdpLearner: entropy_target steers the entropy bonus, and resumes with it", "[policy][gdp]") {
+  const rl::Task task = task_of(tiny_dag(5), "v100-nvlink-4");
+  const auto trained = [&](double target, int64_t steps, uint64_t seed) {
+    nlohmann::json options = small_options();
+    options["entropy_target"] = target;
+    auto learner = learned::make_gdp_learner(options, seed);
+    double entropy = 0;
+    for (int64_t step = 0; step < steps; ++step) entropy = learner->train_step(task, step).entropy;
+    return std::pair{std::move(learner), entropy};
+  };
+  // A fresh policy's entropy is near log(4) = 1.39 nats: a higher target raises the coefficient, a lower one
+  // lowers it, each by at most 5% a step.
+  const auto [high, high_entropy] = trained(5.0, 6, 2);
+  const auto [low, low_entropy] = trained(0.05, 6, 2);
+  INFO("entropy " << high_entropy << " and " << low_entropy << " nats");
+  const double high_coef = high->state().at("entropy_coef"), low_coef = low->state().at("entropy_coef");
+  CHECK(high_coef > 0.01 * 1.2);
+  CHECK(high_coef <= 0.01 * std::exp(0.05 * 6) + 1e-12);
+  CHECK(low_coef < 0.01 / 1.2);
+  CHECK(low_coef >= 0.01 * std::exp(-0.05 * 6) - 1e-12);
+  // Off (the default), the state has no coefficient and it stays `entropy`.
+  CHECK_FALSE(learned::make_gdp_learner(small_options(), 2)->state().contains("entropy_coef"));
+
+  // The coefficient is part of the state: a resumed run goes on exactly.
+  nlohmann::json options = small_options();
+  options["entropy_target"] = 5.0;
+  auto first = learned::make_gdp_learner(options, 2);
+  for (int64_t step = 0; step < 3; ++step) first->train_step(task, step);
+  auto resumed = learned::make_gdp_learner(options, 9);
+  resumed->load_state(nlohmann::json::parse(first->state().dump()));
+  for (int64_t step = 3; step < 6; ++step) resumed->train_step(task, step);
+  CHECK(resumed->state() == high->state());
+
+  CHECK_THROWS_WITH(learned::gdp_options_from_json({{"entropy_target", -1}}), Catch::Contains("entropy_target"));
+  CHECK_THROWS_WITH(learned::gdp_options_from_json({{"entropy_target", 0.1}, {"entropy", 0}}),
+                    Catch::Contains("must then be above 0"));
 }
 
 TEST_CASE("learned::GdpLearner: one parameter set trains and places on 2 and 4 devices", "[policy][gdp]") {

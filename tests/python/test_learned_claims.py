@@ -216,7 +216,8 @@ def test_placeto_simulation_count():
 DEFAULTS = {
     "gdp": {"hidden": 32, "sage_layers": 2, "aggregator": "mean", "segment": 64, "attention_layers": 2, "heads": 2,
             "ff": 64, "head_hidden": 32, "superposition": True, "decoder": "schedule", "rollouts": 12, "ppo_epochs": 3,
-            "clip": 0.2, "entropy": 0.01, "value_coef": 0.5, "lr": 1e-2, "rl_lr": 0, "max_grad_norm": 1.0,
+            "clip": 0.2, "entropy": 0.01, "entropy_target": 0, "value_coef": 0.5, "lr": 1e-2, "rl_lr": 0,
+            "max_grad_norm": 1.0,
             "self_imitation": 0.5, "place_samples": 16, "place_temperature": 1.0, "place_starts": "",
             "window_share": 0.5, "decisions_per_step": 2048,
             "warm_steps": 20, "warm_start": "metis,m_etf,heft", "distill_from": 0},
